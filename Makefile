@@ -1,0 +1,72 @@
+# Set-up and checks. `make demo` and `make test` work on a fresh machine:
+# each creates the virtual environment it needs first.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# Newest CPython found among 3.13, 3.12 and 3.11, also where pyenv keeps
+# versions that are not its global one.
+PYTHON ?= $(shell for v in 3.13 3.12 3.11; do \
+	  for c in python$$v $$HOME/.pyenv/versions/$$v*/bin/python$$v; do \
+	    p=$$($$c -c 'import sys; print(sys.executable)' 2>/dev/null) && { echo $$p; exit 0; }; \
+	  done; done; echo python3)
+VENV ?= .venv
+# A pip requirement for Django, e.g. DJANGO='django>=5.2,<5.3'; empty: newest.
+DJANGO ?=
+EXTRAS ?= test
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(EXTRAS)
+# mypy's Django plugin imports the test settings; a URL keeps them from
+# starting a server.
+TYPECHECK_ENV := DATABASE_URL=postgres://localhost/typecheck
+
+.PHONY: help venv test lint typecheck pytest demo serve bench stress docs dist clean
+
+help:
+	@echo "make demo   run the main job on an embedded PostgreSQL"
+	@echo "make test   lint, type-check and run the test suite"
+	@echo "make bench  run the benchmarks"
+	@echo "make docs   build the documentation"
+	@echo "make dist   build the sdist and wheel"
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]' $(if $(DJANGO),'$(DJANGO)')
+	@$(BIN)/python -c 'import sys, django; print("Python", sys.version.split()[0], "Django", django.get_version())'
+	@touch $@
+
+venv: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(TYPECHECK_ENV) $(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test: lint typecheck pytest
+
+demo: $(STAMP)
+	$(BIN)/python example_project/demo.py
+
+serve: $(STAMP)
+	$(BIN)/python example_project/serve.py
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks
+
+stress: $(STAMP)
+	TASKCLAIM_STRESS=1 $(BIN)/pytest tests/reliability $(PYTEST_ARGS)
+
+docs:
+	@echo "not yet"
+
+dist:
+	@echo "not yet"
+
+clean:
+	rm -rf .venv .venv-* .pgdata* dist build .mypy_cache .ruff_cache .pytest_cache

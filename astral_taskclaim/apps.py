@@ -1,0 +1,14 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
+
+
+class TaskClaimConfig(AppConfig):
+    name = "astral_taskclaim"
+    label = "astral_taskclaim"
+    verbose_name = _("Task claims")
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401  (registers the system checks)

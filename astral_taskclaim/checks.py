@@ -1,0 +1,129 @@
+"""System checks, with stable ids ``astral_taskclaim.E001`` and so on.
+
+=========  =======  ==========================================================
+Id         Level    Meaning
+=========  =======  ==========================================================
+E001       error    ``TASKCLAIM_DATABASE`` is not a PostgreSQL database.
+E002       error    The PostgreSQL server is older than 14.
+W003       warning  PostgreSQL 14-16: ``slug.slug`` uses the tabulated fallback.
+W004       warning  pg_cron is not loaded: expired claims are not deleted
+                    automatically; schedule ``manage.py taskclaim_delete_expired``.
+E005       error    A configured ``TASKCLAIM_*_ROLE`` does not exist.
+E006       error    A ``TASKCLAIM_*`` setting has a wrong type or value.
+W007       warning  The server could not be inspected (the error is shown).
+=========  =======  ==========================================================
+
+E002 to E005 ask the server, so they run with ``manage.py check --database``
+and before ``migrate``, like Django's own database checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+from django.db import DatabaseError, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from . import roles
+from .conf import app_settings
+
+MIN_SERVER_VERSION = 140000
+NATIVE_SLUG_VERSION = 170000
+ID = "astral_taskclaim.{}"
+
+
+def _claims_connection() -> BaseDatabaseWrapper | None:
+    try:
+        return connections[app_settings.DATABASE]
+    except ImproperlyConfigured:
+        return None
+
+
+@checks.register()
+def check_settings(**kwargs: Any) -> list[checks.CheckMessage]:
+    """E006 for a malformed setting, E001 for a database that is not PostgreSQL."""
+    try:
+        alias = app_settings.DATABASE
+        for name in ("ADMIN_ROLE", "SERVICE_ROLE", "QUEUES", "DELAY_SCALE"):
+            getattr(app_settings, name)
+    except ImproperlyConfigured as error:
+        return [checks.Error(str(error), id=ID.format("E006"))]
+    vendor = connections[alias].vendor
+    if vendor != "postgresql":
+        return [
+            checks.Error(
+                f"Database {alias!r} uses {vendor}; astral_taskclaim needs PostgreSQL 14 or newer.",
+                hint="Point TASKCLAIM_DATABASE at a PostgreSQL database.",
+                id=ID.format("E001"),
+            )
+        ]
+    return []
+
+
+def version_messages(server_version: int) -> list[checks.CheckMessage]:
+    """E002 or W003 for a server of ``server_version`` (``server_version_num``)."""
+    if server_version < MIN_SERVER_VERSION:
+        return [
+            checks.Error(
+                f"PostgreSQL {server_version // 10000} is too old; astral_taskclaim needs 14+.",
+                id=ID.format("E002"),
+            )
+        ]
+    if server_version < NATIVE_SLUG_VERSION:
+        return [
+            checks.Warning(
+                f"PostgreSQL {server_version // 10000} lacks the pg_c_utf8 collation; slug.slug "
+                "uses a tabulated equivalent that matches PostgreSQL 17+ except for characters "
+                "whose NFC normalization changed after this server's Unicode version.",
+                hint="Upgrade to PostgreSQL 17+ for slug.slug with pg_c_utf8.",
+                id=ID.format("W003"),
+            )
+        ]
+    return []
+
+
+def _ask(connection: BaseDatabaseWrapper, query: str) -> Any:
+    with connection.cursor() as cursor:
+        cursor.execute(query)
+        return cursor.fetchone()[0]
+
+
+@checks.register(checks.Tags.database)
+def check_server(
+    databases: Sequence[str] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """E002, W003, W004 and E005: what the server has."""
+    try:
+        alias = app_settings.DATABASE
+    except ImproperlyConfigured:
+        return []  # reported as E006
+    if not databases or alias not in databases:
+        return []
+    connection = connections[alias]
+    if connection.vendor != "postgresql":
+        return []  # reported as E001
+    try:
+        messages = version_messages(connection.pg_version)  # type: ignore[attr-defined]
+        cron_database = _ask(connection, "SELECT current_setting('cron.database_name', true)")
+        missing = roles.missing_roles(connection)
+    except DatabaseError as error:
+        return [
+            checks.Warning(f"Could not inspect database {alias!r}: {error}", id=ID.format("W007"))
+        ]
+    if cron_database is None:
+        messages.append(
+            checks.Warning(
+                "pg_cron is not loaded, so expired claims are not deleted automatically.",
+                hint="Run `manage.py taskclaim_delete_expired` hourly (cron, systemd timer or "
+                "your scheduler), or load pg_cron and migrate again.",
+                id=ID.format("W004"),
+            )
+        )
+    messages.extend(
+        checks.Error(roles.how_to_create(setting, role), id=ID.format("E005"))
+        for setting, role in missing.items()
+    )
+    return messages

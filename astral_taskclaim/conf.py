@@ -1,0 +1,93 @@
+"""The app's settings, read lazily from ``django.conf.settings``.
+
+Every setting has a typed default here and nowhere else. Nothing is read at
+import time: each attribute looks the setting up when it is used, so
+``override_settings`` works and importing the app never touches settings.
+
+=========================  ==========================  ===================
+Setting                    Type                        Default
+=========================  ==========================  ===================
+``TASKCLAIM_DATABASE``     ``str`` (database alias)    ``"default"``
+``TASKCLAIM_ADMIN_ROLE``   ``str | None``              ``None``
+``TASKCLAIM_SERVICE_ROLE`` ``str | None``              ``None``
+``TASKCLAIM_QUEUES``       ``dict[str, dict]``         one PostgreSQL queue
+``TASKCLAIM_DELAY_SCALE``  ``float`` in (0, 1]         ``1.0``
+=========================  ==========================  ===================
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+DEFAULT_QUEUE_BACKEND = "astral_taskclaim.queues.postgres.PostgresQueue"
+
+# A PostgreSQL role name we are willing to quote into DDL. Quoting makes any
+# name safe, but a conservative pattern catches typos early.
+_ROLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$-]{0,62}$")
+
+
+def _setting(name: str, default: Any) -> Any:
+    return getattr(settings, name, default)
+
+
+def _role(name: str) -> str | None:
+    value = _setting(name, None)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not _ROLE_NAME.match(value):
+        raise ImproperlyConfigured(
+            f"{name} must be a PostgreSQL role name (letters, digits, _ $ -; at most 63), "
+            f"got {value!r}"
+        )
+    return value
+
+
+class AppSettings:
+    """Typed, lazy accessors for the ``TASKCLAIM_*`` settings."""
+
+    @property
+    def DATABASE(self) -> str:
+        """Alias of the database holding ``taskclaim.claim``."""
+        value = _setting("TASKCLAIM_DATABASE", "default")
+        if not isinstance(value, str) or value not in settings.DATABASES:
+            raise ImproperlyConfigured(
+                f"TASKCLAIM_DATABASE must name an entry of DATABASES, got {value!r}"
+            )
+        return value
+
+    @property
+    def ADMIN_ROLE(self) -> str | None:
+        """Role owning the app's schemas, or ``None`` for the migrating user."""
+        return _role("TASKCLAIM_ADMIN_ROLE")
+
+    @property
+    def SERVICE_ROLE(self) -> str | None:
+        """Role the app connects as at run time, granted the seed's DML only."""
+        return _role("TASKCLAIM_SERVICE_ROLE")
+
+    @property
+    def QUEUES(self) -> dict[str, dict[str, Any]]:
+        """Queue aliases, each ``{"BACKEND": dotted path, "OPTIONS": {...}}``."""
+        value = _setting("TASKCLAIM_QUEUES", None)
+        if value is None:
+            return {"default": {"BACKEND": DEFAULT_QUEUE_BACKEND}}
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise ImproperlyConfigured("TASKCLAIM_QUEUES must be a dict of alias → config dicts")
+        return value
+
+    @property
+    def DELAY_SCALE(self) -> float:
+        """Factor applied to retry delays; below 1 only for demos and tests."""
+        value = _setting("TASKCLAIM_DELAY_SCALE", 1.0)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+            raise ImproperlyConfigured(
+                f"TASKCLAIM_DELAY_SCALE must be a number in (0, 1], got {value!r}"
+            )
+        return float(value)
+
+
+app_settings = AppSettings()

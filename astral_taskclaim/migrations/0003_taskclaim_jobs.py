@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+from django.db import migrations
+
+from astral_taskclaim.operations import ScheduleCleanupJob
+
+
+class Migration(migrations.Migration):
+    dependencies = [("astral_taskclaim", "0002_taskclaim")]
+    operations = [ScheduleCleanupJob()]

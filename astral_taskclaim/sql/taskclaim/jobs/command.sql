@@ -1,0 +1,4 @@
+
+      SET statement_timeout = '30s';
+      SELECT taskclaim.delete_expired();
+    

@@ -1,0 +1,156 @@
+"""The SQL migrations: what they create, reverse and re-apply."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from astral_taskclaim import sqlfiles
+from astral_taskclaim.cron import JOB_NAME, JOB_SCHEDULE, job_command
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PACKAGE = Path(__file__).resolve().parent.parent / "astral_taskclaim"
+
+
+def fetch(query: str, params: list[object] | None = None) -> list[tuple[object, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(query, params)
+        return cursor.fetchall()
+
+
+def schemas() -> set[str]:
+    return {row[0] for row in fetch("SELECT nspname FROM pg_namespace")}
+
+
+def cron_jobs() -> list[tuple[object, ...]]:
+    """taskclaim-ttl jobs for this database, wherever pg_cron keeps them."""
+    cron_database = fetch("SELECT current_setting('cron.database_name', true)")[0][0]
+    if cron_database is None:
+        return []
+    import psycopg
+
+    params = connection.get_connection_params()
+    params["dbname"] = cron_database
+    for key in ("cursor_factory", "context", "prepare_threshold", "server_side_binding"):
+        params.pop(key, None)
+    with psycopg.connect(**params) as conn:
+        if conn.execute("SELECT to_regclass('cron.job')").fetchone() == (None,):
+            return []
+        return conn.execute(
+            "SELECT schedule, command, database FROM cron.job WHERE jobname = %s AND database = %s",
+            [JOB_NAME, connection.settings_dict["NAME"]],
+        ).fetchall()
+
+
+@pytest.fixture
+def migrated_back() -> Iterator[None]:
+    """Leaves the app fully migrated whatever the test did."""
+    yield
+    call_command("migrate", "astral_taskclaim", verbosity=0)
+
+
+def test_claim_table_matches_the_seed() -> None:
+    columns = fetch(
+        """SELECT column_name, data_type, is_nullable FROM information_schema.columns
+           WHERE table_schema = 'taskclaim' AND table_name = 'claim' ORDER BY ordinal_position"""
+    )
+    assert columns == [
+        ("key", "text", "NO"),
+        ("expires_at", "timestamp with time zone", "NO"),
+        ("token", "uuid", "NO"),
+    ]
+    indexes = dict(
+        fetch("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'taskclaim'")
+    )
+    assert indexes["claim_pkey"].endswith("USING btree (key)")
+    assert indexes["claim_expires_at_idx"].endswith("USING btree (expires_at)")
+
+
+def test_delete_expired_is_reserved_and_pinned() -> None:
+    rows = fetch(
+        """SELECT p.prorettype::regtype::text, p.proconfig,
+                  EXISTS (SELECT FROM aclexplode(p.proacl) WHERE grantee = 0)
+           FROM pg_proc p WHERE p.oid = 'taskclaim.delete_expired()'::regprocedure"""
+    )
+    returns, config, public_can_execute = rows[0]
+    assert returns == "bigint"
+    assert config == ["search_path=pg_catalog"]
+    assert public_can_execute is False
+
+
+def test_delete_expired_deletes_only_expired_rows() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """INSERT INTO taskclaim.claim (key, expires_at, token) VALUES
+               ('old-1', now() - interval '1 hour', gen_random_uuid()),
+               ('old-2', now() - interval '1 second', gen_random_uuid()),
+               ('live', now() + interval '1 hour', gen_random_uuid())"""
+        )
+        cursor.execute("SELECT taskclaim.delete_expired()")
+        assert cursor.fetchone() == (2,)
+        cursor.execute("SELECT key FROM taskclaim.claim")
+        assert cursor.fetchall() == [("live",)]
+        cursor.execute("TRUNCATE taskclaim.claim")
+
+
+def test_scrub_empties_the_table() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO taskclaim.claim VALUES ('a', now() + interval '1 hour', gen_random_uuid())"
+        )
+        cursor.execute(sqlfiles.read("taskclaim/scrub.sql"))
+        cursor.execute("SELECT count(*) FROM taskclaim.claim")
+        assert cursor.fetchone() == (0,)
+
+
+def test_migrations_reverse_to_zero_and_apply_again(migrated_back: None) -> None:
+    call_command("migrate", "astral_taskclaim", "zero", verbosity=0)
+    assert {"slug", "taskclaim"}.isdisjoint(schemas())
+    assert cron_jobs() == []
+    call_command("migrate", "astral_taskclaim", verbosity=0)
+    assert {"slug", "taskclaim"} <= schemas()
+    assert fetch("SELECT slug.slug('Room 52')") == [("room-52",)]
+
+
+def test_cron_job_matches_the_seed_where_pg_cron_runs() -> None:
+    cron_database = fetch("SELECT current_setting('cron.database_name', true)")[0][0]
+    if cron_database is None:
+        # The migration succeeded without pg_cron (the suite is running).
+        assert cron_jobs() == []
+        return
+    assert cron_jobs() == [(JOB_SCHEDULE, job_command(), connection.settings_dict["NAME"])]
+    assert JOB_SCHEDULE == "15 * * * *"
+    assert "SET statement_timeout = '30s';" in job_command()
+    assert "SELECT taskclaim.delete_expired();" in job_command()
+
+
+def test_makemigrations_is_clean() -> None:
+    out = StringIO()
+    call_command("makemigrations", "astral_taskclaim", "--check", "--dry-run", stdout=out)
+    assert "No changes detected" in out.getvalue()
+
+
+def _string_literals() -> set[str]:
+    found: set[str] = set()
+    for source in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                found.add(node.value)
+    return found
+
+
+def test_every_sql_file_is_used() -> None:
+    unused = set(sqlfiles.all_paths()) - _string_literals()
+    assert unused == set()
+
+
+def test_read_rejects_a_path_that_is_not_shipped() -> None:
+    with pytest.raises(FileNotFoundError, match=r"nope\.sql"):
+        sqlfiles.read("nope.sql")

@@ -1,0 +1,1 @@
+"""Models the tests use the app's parts with."""
