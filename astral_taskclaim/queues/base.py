@@ -1,0 +1,149 @@
+"""The queue backend interface every queue implements.
+
+A backend sends JSON bodies, receives them in batches of
+:class:`ReceivedMessage`, and settles a batch (acks and delayed retries) in
+one call. ``consume_claimed`` decides per message with ``ack()`` /
+``retry()``; the worker then calls :meth:`BaseQueue.settle` once per batch.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from django.core import checks
+
+#: Cloudflare Queues' longest retry delay, which every backend honours.
+MAX_DELAY_SECONDS = 43_200
+
+Settlement = Literal["ack", "retry"]
+
+
+class QueueError(Exception):
+    """A queue backend failed; the message names the queue and the cause."""
+
+
+@dataclass(eq=False)
+class ReceivedMessage:
+    """One delivered message, as ``consume_claimed`` settles it.
+
+    ``attempts`` counts deliveries, this one included (1 on the first).
+    ``ack()`` and ``retry()`` only record the decision; the backend applies
+    it in :meth:`BaseQueue.settle`. ``receipt`` is the backend's handle
+    (lease id, receipt handle, row id).
+    """
+
+    body: Any
+    attempts: int
+    receipt: Any
+    id: str = ""
+    settlement: Settlement | None = field(default=None, init=False)
+    delay_seconds: float = field(default=0, init=False)
+
+    def ack(self) -> None:
+        """Done with the message: the queue deletes it."""
+        self.settlement = "ack"
+
+    def retry(self, *, delay_seconds: float = 0) -> None:
+        """Deliver the message again after ``delay_seconds``."""
+        if isinstance(delay_seconds, bool) or not isinstance(delay_seconds, int | float):
+            raise TypeError(f"delay_seconds must be a number, got {delay_seconds!r}")
+        if not 0 <= delay_seconds <= MAX_DELAY_SECONDS:
+            raise ValueError(
+                f"delay_seconds must be in [0, {MAX_DELAY_SECONDS}], got {delay_seconds}"
+            )
+        self.settlement = "retry"
+        self.delay_seconds = delay_seconds
+
+
+@dataclass
+class MessageBatch:
+    """A received batch: the queue's alias and its messages, in order."""
+
+    queue: str
+    messages: list[ReceivedMessage]
+
+
+class BaseQueue(ABC):
+    """A queue backend, configured under ``TASKCLAIM_QUEUES[alias]``.
+
+    Capability flags (class attributes, overridable per instance):
+
+    ``max_batch_size``
+        Most messages one :meth:`receive` returns and one :meth:`send_many`
+        call sends.
+    ``max_delay_seconds``
+        Longest retry delay (and send delay) the engine accepts.
+    ``max_body_bytes``
+        Largest encoded JSON body; :meth:`encode` rejects bigger ones
+        before anything is sent.
+    ``transactional``
+        ``send`` joins the caller's database transaction (only a queue
+        living in the claims database can): ``enqueue_claimed`` may then run
+        inside ``transaction.atomic()``, and claim and message commit
+        together.
+    """
+
+    max_batch_size: ClassVar[int] = 100
+    max_delay_seconds: ClassVar[int] = MAX_DELAY_SECONDS
+    max_body_bytes: ClassVar[int] = 128 * 1024
+    transactional: ClassVar[bool] = False
+
+    def __init__(self, alias: str, *, options: Mapping[str, Any] | None = None) -> None:
+        self.alias = alias
+        self.options: dict[str, Any] = dict(options or {})
+
+    def __repr__(self) -> str:
+        # Never show options: they may hold credentials.
+        return f"<{type(self).__name__} {self.alias!r}>"
+
+    @property
+    def name(self) -> str:
+        """The queue's name in batches and logs: its alias."""
+        return self.alias
+
+    def encode(self, body: Any) -> bytes:
+        """``body`` as compact JSON, or ``TypeError`` / ``ValueError`` naming
+        the culprit: not JSON-serialisable, or over ``max_body_bytes``."""
+        try:
+            data = json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as error:
+            message = f"queue {self.alias!r}: body is not JSON-serialisable: {error}"
+            raise TypeError(message) from error
+        encoded = data.encode("utf-8")
+        if len(encoded) > self.max_body_bytes:
+            raise ValueError(
+                f"queue {self.alias!r}: body is {len(encoded)} bytes, over the "
+                f"{self.max_body_bytes}-byte limit"
+            )
+        return encoded
+
+    @abstractmethod
+    def send(self, body: Any, *, delay_seconds: float = 0) -> None:
+        """Sends one JSON-serialisable ``body``."""
+
+    def send_many(self, bodies: Sequence[Any]) -> None:
+        """Sends ``bodies``; backends override this with a bulk call."""
+        for body in bodies:
+            self.send(body)
+
+    @abstractmethod
+    def receive(self, *, max_messages: int, wait_seconds: float = 0) -> MessageBatch:
+        """Up to ``max_messages`` messages, leased to this consumer; waits up
+        to ``wait_seconds`` for the first one. An empty batch is not an error."""
+
+    @abstractmethod
+    def settle(self, messages: Sequence[ReceivedMessage]) -> None:
+        """Applies the recorded ``ack()``/``retry()`` of ``messages`` in as
+        few calls as the engine allows; unsettled ones are left to their
+        lease's expiry (and redelivered)."""
+
+    def check(self) -> list[checks.CheckMessage]:
+        """System-check messages about this queue's configuration."""
+        return []
+
+    def close(self) -> None:  # noqa: B027  (optional hook)
+        """Releases connections; the queue may be used again afterwards."""
