@@ -11,6 +11,8 @@ W004       warning  pg_cron is not loaded: expired claims are not deleted
 E005       error    A configured ``TASKCLAIM_*_ROLE`` does not exist.
 E006       error    A ``TASKCLAIM_*`` setting has a wrong type or value.
 W007       warning  The server could not be inspected (the error is shown).
+E010       error    A ``TASKCLAIM_QUEUES`` entry cannot be loaded.
+E011-E019  per backend  A queue backend's own ``check()`` (see each backend).
 =========  =======  ==========================================================
 
 E002 to E005 ask the server, so they run with ``manage.py check --database``
@@ -89,6 +91,26 @@ def _ask(connection: BaseDatabaseWrapper, query: str) -> Any:
     with connection.cursor() as cursor:
         cursor.execute(query)
         return cursor.fetchone()[0]
+
+
+@checks.register()
+def check_queues(**kwargs: Any) -> list[checks.CheckMessage]:
+    """E010 for a queue that cannot be loaded, then each backend's ``check()``."""
+    from .queues import create_queue
+
+    try:
+        aliases = list(app_settings.QUEUES)
+    except ImproperlyConfigured:
+        return []  # reported as E006
+    messages: list[checks.CheckMessage] = []
+    for alias in aliases:
+        try:
+            queue = create_queue(alias)
+        except ImproperlyConfigured as error:
+            messages.append(checks.Error(str(error), id=ID.format("E010")))
+            continue
+        messages.extend(queue.check())
+    return messages
 
 
 @checks.register(checks.Tags.database)
