@@ -21,7 +21,6 @@ DATABASES = {
     # A real non-PostgreSQL database, for the checks that must reject it.
     "sqlite": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"},
 }
-DATABASES["default"]["TEST"] = {"NAME": "test_taskclaim"}
 
 INSTALLED_APPS = [
     "django.contrib.admin",

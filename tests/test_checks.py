@@ -1,0 +1,109 @@
+"""The system checks, one test per id."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.db import connection
+from django.test import override_settings
+
+from astral_taskclaim import checks
+
+pytestmark = pytest.mark.django_db
+
+
+def ids(messages: list[object]) -> list[str]:
+    return [message.id for message in messages]  # type: ignore[attr-defined]
+
+
+def test_clean_configuration_passes() -> None:
+    assert checks.check_settings() == []
+    assert checks.check_queues() == []
+
+
+def test_e001_database_is_not_postgresql() -> None:
+    with override_settings(TASKCLAIM_DATABASE="sqlite"):
+        messages = checks.check_settings()
+    assert ids(messages) == ["astral_taskclaim.E001"]
+    assert "sqlite" in messages[0].msg
+
+
+@pytest.mark.parametrize("version", [90600, 130014])
+def test_e002_server_older_than_14(version: int) -> None:
+    assert ids(checks.version_messages(version)) == ["astral_taskclaim.E002"]
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"), [(140000, 1), (160009, 1), (170000, 0), (180001, 0)]
+)
+def test_w003_slug_fallback_below_17(version: int, expected: int) -> None:
+    assert ids(checks.version_messages(version)) == ["astral_taskclaim.W003"] * expected
+
+
+def test_w003_follows_the_real_server(server_version: int) -> None:
+    messages = checks.check_server(databases=["default"])
+    assert ("astral_taskclaim.W003" in ids(messages)) == (server_version < 170000)
+
+
+def test_w004_when_pg_cron_is_not_loaded() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('cron.database_name', true)")
+        loaded = cursor.fetchone()[0] is not None
+    messages = [m for m in checks.check_server(databases=["default"]) if m.id.endswith("W004")]
+    assert len(messages) == (0 if loaded else 1)
+    if messages:
+        assert "taskclaim_delete_expired" in (messages[0].hint or "")
+
+
+def test_e005_configured_role_missing() -> None:
+    with override_settings(TASKCLAIM_SERVICE_ROLE="taskclaim_nobody"):
+        messages = checks.check_server(databases=["default"])
+    errors = [m for m in messages if m.id == "astral_taskclaim.E005"]
+    assert len(errors) == 1
+    assert "taskclaim_nobody" in errors[0].msg
+    assert "CREATE ROLE" in errors[0].msg
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"TASKCLAIM_DATABASE": "missing"},
+        {"TASKCLAIM_DELAY_SCALE": 2},
+        {"TASKCLAIM_DELAY_SCALE": True},
+        {"TASKCLAIM_ADMIN_ROLE": "bad role;"},
+        {"TASKCLAIM_QUEUES": ["default"]},
+    ],
+)
+def test_e006_malformed_setting(overrides: dict[str, object]) -> None:
+    with override_settings(**overrides):
+        messages = checks.check_settings()
+    assert ids(messages) == ["astral_taskclaim.E006"]
+    assert next(iter(overrides)) in messages[0].msg
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"BACKEND": "no.such.Backend"},
+        {"BACKEND": "astral_taskclaim.conf.AppSettings"},
+        {"OPTIONS": {}},
+        {"BACKEND": "astral_taskclaim.queues.base.BaseQueue", "OPTIONS": []},
+    ],
+)
+def test_e010_queue_cannot_be_loaded(config: dict[str, object]) -> None:
+    with override_settings(TASKCLAIM_QUEUES={"broken": config}):
+        messages = checks.check_queues()
+    assert ids(messages) == ["astral_taskclaim.E010"]
+    assert "broken" in messages[0].msg
+
+
+def test_database_checks_run_with_manage_py_check() -> None:
+    out = StringIO()
+    with (
+        override_settings(TASKCLAIM_SERVICE_ROLE="taskclaim_nobody"),
+        pytest.raises(SystemCheckError, match=r"astral_taskclaim\.E005"),
+    ):
+        call_command("check", "--database", "default", stdout=out, stderr=out)
