@@ -13,9 +13,9 @@ PYTHON ?= $(shell for v in 3.13 3.12 3.11; do \
 VENV ?= .venv
 # A pip requirement for Django, e.g. DJANGO='django>=5.2,<5.3'; empty: newest.
 DJANGO ?=
-EXTRAS ?= test
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(EXTRAS)
+# One stamp per extra installed into the venv: test, docs, bench, dist.
+STAMP := $(VENV)/.installed-test
 # mypy's Django plugin imports the test settings; a URL keeps them from
 # starting a server.
 TYPECHECK_ENV := DATABASE_URL=postgres://localhost/typecheck
@@ -29,10 +29,10 @@ help:
 	@echo "make docs   build the documentation"
 	@echo "make dist   build the sdist and wheel"
 
-$(STAMP): pyproject.toml
+$(VENV)/.installed-%: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]' $(if $(DJANGO),'$(DJANGO)')
+	$(BIN)/python -m pip install --quiet -e '.[$*]' $(if $(DJANGO),'$(DJANGO)')
 	@$(BIN)/python -c 'import sys, django; print("Python", sys.version.split()[0], "Django", django.get_version())'
 	@touch $@
 
@@ -56,17 +56,20 @@ demo: $(STAMP)
 serve: $(STAMP)
 	$(BIN)/python example_project/serve.py
 
-bench: $(STAMP)
+bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks
 
 stress: $(STAMP)
 	TASKCLAIM_STRESS=1 $(BIN)/pytest tests/reliability $(PYTEST_ARGS)
 
-docs:
-	@echo "not yet"
+docs: $(VENV)/.installed-docs
+	$(BIN)/sphinx-build --fail-on-warning --keep-going --quiet -b html docs docs/_build/html
+	@echo "docs: docs/_build/html/index.html"
 
-dist:
-	@echo "not yet"
+dist: $(VENV)/.installed-dist
+	rm -rf dist
+	$(BIN)/python -m build --no-isolation --outdir dist .
+	@ls -l dist
 
 clean:
 	rm -rf .venv .venv-* .pgdata* dist build .mypy_cache .ruff_cache .pytest_cache
