@@ -2,8 +2,52 @@
 
 Claims live in PostgreSQL (``taskclaim.claim``); queues carry claimed tasks
 to workers that retry with backoff while holding the claim.
+
+The public functions are importable from here; they are loaded on first use,
+so importing the package never imports Django models or reads settings.
 """
 
 from __future__ import annotations
 
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from .claims import claim_task, enqueue_claimed, hold_task, release_task
+    from .consume import consume_claimed
+    from .retry import retry_delay_seconds
+
+# Public name → the module defining it.
+_EXPORTS = {
+    "claim_task": "claims",
+    "hold_task": "claims",
+    "release_task": "claims",
+    "enqueue_claimed": "claims",
+    "consume_claimed": "consume",
+    "retry_delay_seconds": "retry",
+}
+
+__all__ = [
+    "__version__",
+    "claim_task",
+    "consume_claimed",
+    "enqueue_claimed",
+    "hold_task",
+    "release_task",
+    "retry_delay_seconds",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

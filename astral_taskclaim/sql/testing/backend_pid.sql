@@ -1,0 +1,2 @@
+-- testing.backend_pid(): the backend process id of the session.
+SELECT pg_backend_pid()
