@@ -57,7 +57,7 @@ serve: $(STAMP)
 	$(BIN)/python example_project/serve.py
 
 bench: $(VENV)/.installed-bench
-	$(BIN)/python -m benchmarks
+	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 
 stress: $(STAMP)
 	TASKCLAIM_STRESS=1 $(BIN)/pytest tests/reliability $(PYTEST_ARGS)

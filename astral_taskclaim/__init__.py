@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from .bulk import claim_tasks, enqueue_claimed_many
     from .claims import claim_task, enqueue_claimed, hold_task, release_task
     from .consume import consume_claimed
     from .retry import retry_delay_seconds
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 # Public name → the module defining it.
 _EXPORTS = {
     "claim_task": "claims",
+    "claim_tasks": "bulk",
+    "enqueue_claimed_many": "bulk",
     "hold_task": "claims",
     "release_task": "claims",
     "enqueue_claimed": "claims",
@@ -32,8 +35,10 @@ _EXPORTS = {
 __all__ = [
     "__version__",
     "claim_task",
+    "claim_tasks",
     "consume_claimed",
     "enqueue_claimed",
+    "enqueue_claimed_many",
     "hold_task",
     "release_task",
     "retry_delay_seconds",

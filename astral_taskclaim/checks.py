@@ -13,6 +13,8 @@ E006       error    A ``TASKCLAIM_*`` setting has a wrong type or value.
 W007       warning  The server could not be inspected (the error is shown).
 E010       error    A ``TASKCLAIM_QUEUES`` entry cannot be loaded.
 E011-E019  per backend  A queue backend's own ``check()`` (see each backend).
+E020       error    A ``DbSlugField``'s ``source`` is not a text field.
+W021       warning  A ``DbSlugField`` is shorter than its source field.
 =========  =======  ==========================================================
 
 E002 to E005 ask the server, so they run with ``manage.py check --database``

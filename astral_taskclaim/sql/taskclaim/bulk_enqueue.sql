@@ -1,0 +1,28 @@
+-- enqueue_claimed_many() on the PostgreSQL queue: claims many distinct keys
+-- (sorted by the caller) with the tokens given, and queues the message of
+-- each key it claimed, in the caller's order, in one statement: claims and
+-- messages commit together. Returns the keys claimed.
+WITH item AS (
+  SELECT key, token, body, position
+  FROM unnest(%(keys)s::text[], %(tokens)s::uuid[], %(bodies)s::text[])
+    WITH ORDINALITY AS item (key, token, body, position)
+), claimed AS (
+  INSERT INTO taskclaim.claim AS c (key, expires_at, token)
+  SELECT
+    item.key,
+    CURRENT_TIMESTAMP + make_interval(secs => %(seconds)s::double precision),
+    item.token
+  FROM item
+  ORDER BY item.key COLLATE "C"
+  ON CONFLICT (key) DO UPDATE SET
+    expires_at = EXCLUDED.expires_at,
+    token = EXCLUDED.token
+  WHERE c.expires_at < CURRENT_TIMESTAMP
+  RETURNING c.key
+), sent AS (
+  INSERT INTO taskclaim.message (queue, body)
+  SELECT %(queue)s, item.body
+  FROM item JOIN claimed ON claimed.key = item.key
+  ORDER BY item.position
+)
+SELECT key FROM claimed

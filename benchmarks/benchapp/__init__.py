@@ -1,0 +1,1 @@
+"""The benchmarks' Django app: the no-op tasks every system runs."""

@@ -1,0 +1,38 @@
+"""astral-taskclaim's claimed tasks of the benchmarks (autodiscovered).
+
+``noop`` does nothing: row 4 measures the machinery, not the work.
+``stamp`` writes ``key<TAB>time.time()`` when it starts, for row 5's
+enqueue-to-start latency (the file is per process, so no lock is needed).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, TextIO
+
+from astral_taskclaim.tasks import claimed_task
+
+NOOP_QUEUE = "bench"
+STAMP_QUEUE = "latency"
+STAMP_DIR = "TASKCLAIM_BENCH_STAMPS"
+
+_stamps: TextIO | None = None
+
+
+@claimed_task(queue=NOOP_QUEUE, max_retries=3, window_seconds=300)
+def noop(task: Any) -> None:
+    """Nothing: the cost measured is the queue's and the claim's."""
+
+
+@claimed_task(queue=STAMP_QUEUE, max_retries=3, window_seconds=300)
+def stamp(task: Any) -> None:
+    """Records when this task started, by wall clock (shared by processes)."""
+    global _stamps
+    now = time.time()
+    if _stamps is None:
+        directory = os.environ[STAMP_DIR]
+        _stamps = open(  # noqa: SIM115  (kept open for the process's life)
+            os.path.join(directory, f"ours-{os.getpid()}.tsv"), "a", buffering=1
+        )
+    _stamps.write(f"{task['k']}\t{now!r}\n")

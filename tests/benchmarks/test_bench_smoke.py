@@ -1,0 +1,120 @@
+"""Every benchmark row, run tiny, so ``make test`` keeps the bench code
+working. These assert the shape of the results, never a timing."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+
+from benchmarks import (
+    bulk,
+    claim_floor,
+    common,
+    end_to_end,
+    growth,
+    hot_keys,
+    memory,
+    report,
+    round_trips,
+)
+
+POSTGRES = "astral_taskclaim.queues.postgres.PostgresQueue"
+QUEUES = {"bench": {"BACKEND": POSTGRES}, "latency": {"BACKEND": POSTGRES}}
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("bench_queues"),
+]
+
+
+@pytest.fixture
+def bench_queues():
+    with override_settings(TASKCLAIM_QUEUES=QUEUES):
+        yield
+
+
+@pytest.fixture
+def ctx() -> common.Context:
+    connection.ensure_connection()
+    url = common.url_from_settings(connection.settings_dict)
+    return common.Context(url, url, runs=1, scale=1.0)
+
+
+def assert_rows(rows: list[report.Row], numbers: list[str]) -> None:
+    assert [row.number for row in rows] == numbers
+    for row in rows:
+        assert row.holds in (True, False, None)
+        assert row.measured
+        assert row.target
+        for figure in row.figures.values():
+            assert figure.samples, row.title
+            assert all(math.isfinite(s) and s >= 0 for s in figure.samples)
+        json.dumps(row.as_dict())  # every row serialises
+
+
+def test_claim_floor(ctx: common.Context) -> None:
+    rows = claim_floor.run(ctx, claims=20)
+    assert_rows(rows, ["1"])
+    assert set(rows[0].figures) == {claim_floor.OURS, claim_floor.FLOOR}
+
+
+def test_hot_keys_claims_every_expired_key_once(ctx: common.Context) -> None:
+    rows = hot_keys.run(ctx, triggers=60, producers=(1, 2))
+    assert_rows(rows, ["2.1", "2.2"])
+    # Exactness is measured, not timed: both sides claimed each expired key once.
+    assert all(row.details["missed"] == 0 and row.details["doubled"] == 0 for row in rows)
+
+
+def test_bulk(ctx: common.Context) -> None:
+    rows = bulk.run(ctx, keys=200, batch=100)
+    assert_rows(rows, ["3.1", "3.2"])
+
+
+def test_growth(ctx: common.Context) -> None:
+    rows = growth.run(ctx, small=10, big=200, claims=20, expired=300)
+    assert_rows(rows, ["6.1", "6.2"])
+    assert rows[1].details["claims"] > 0
+
+
+def test_round_trips(ctx: common.Context) -> None:
+    rows = round_trips.run(ctx, messages=100)
+    assert_rows(rows, ["8"])
+    if rows[0].figures:  # pg_stat_statements loaded on this server
+        enqueue = rows[0].figures["per enqueue_claimed"].median
+        assert enqueue >= 1
+
+
+def test_end_to_end_driver_runs_every_task_and_times_latency(ctx: common.Context) -> None:
+    connection.close()
+    result = end_to_end.drive(
+        ctx.database_url, end_to_end.OURS, tasks=20, dedup=True, tag="smoke", rate=200.0
+    )
+    assert result["tasks"] == 20
+    assert result["unmatched"] == 0
+    assert len(result["latencies_ms"]) == 20
+
+
+def test_memory(ctx: common.Context) -> None:
+    rows = memory.run(ctx, messages=300)
+    assert_rows(rows, ["7"])
+
+
+def test_report_writes_table_json_and_chart(tmp_path) -> None:
+    figure = common.Figure("claims/s", [1.0, 2.0, 3.0])
+    rows = [
+        report.Row("1", "a", "2.0x", "≥ 1x", True, {"claim_task": figure}, value=2.0),
+        report.skipped("2", "b", "≥ 1x", "not here"),
+    ]
+    text = report.table(rows)
+    assert "yes" in text
+    assert "n/a" in text
+    assert "not here" in text
+    report.write_json(tmp_path / "latest.json", machine={"cores": 2}, rows=rows, meta={})
+    data = json.loads((tmp_path / "latest.json").read_text())
+    assert data["rows"][0]["figures"]["claim_task"]["median"] == 2.0
+    if report.write_chart(tmp_path / "latest.png", rows, title="t"):
+        assert (tmp_path / "latest.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

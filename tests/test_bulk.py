@@ -1,0 +1,117 @@
+"""claim_tasks and enqueue_claimed_many: the single calls' semantics, in bulk."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+from django.db.transaction import TransactionManagementError
+
+from astral_taskclaim.bulk import claim_tasks, enqueue_claimed_many
+from astral_taskclaim.claims import claim_task
+from astral_taskclaim.queues.postgres import PostgresQueue
+from tests.claimkit import claims, empty_claims  # noqa: F401  (a fixture)
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
+
+
+class ManyQueue:
+    """A non-transactional queue recording ``send_many`` batches; the
+    ``fail_at``-th call raises."""
+
+    name = "many"
+    max_batch_size = 2
+
+    def __init__(self, *, fail_at: int | None = None) -> None:
+        self.batches: list[list[Any]] = []
+        self.fail_at = fail_at
+
+    def send_many(self, bodies: list[Any]) -> None:
+        if self.fail_at is not None and len(self.batches) == self.fail_at:
+            raise ConnectionError("queue down")
+        self.batches.append(list(bodies))
+
+
+@pytest.fixture
+def pg_queue():
+    queue = PostgresQueue("bulk-test")
+    yield queue
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM taskclaim.message WHERE queue = 'bulk-test'")
+
+
+def messages() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT body FROM taskclaim.message WHERE queue = 'bulk-test' ORDER BY id")
+        return [body for (body,) in cursor.fetchall()]
+
+
+def test_claim_tasks_claims_free_and_expired_keys_only() -> None:
+    held = claim_task("held", window_seconds=600)
+    claim_task("expired", window_seconds=0)
+    tokens = claim_tasks(["a", "held", "expired", "a"], window_seconds=60)
+    assert tokens[1] is None
+    assert tokens[3] is None
+    stored = claims()
+    assert stored["a"][0] == tokens[0]
+    assert stored["expired"][0] == tokens[2]
+    assert stored["held"][0] == held
+    assert 50 < stored["a"][1] <= 60
+
+
+def test_claim_tasks_checks_every_key_before_writing() -> None:
+    with pytest.raises(ValueError, match=r"keys\[1\]"):
+        claim_tasks(["ok", ""], window_seconds=60)
+    with pytest.raises(TypeError, match="keys must be a list"):
+        claim_tasks("abc", window_seconds=60)
+    assert claims() == {}
+
+
+def test_postgres_queue_gets_envelopes_in_order_with_claims_in_one_statement(pg_queue) -> None:
+    claim_task("held", window_seconds=600)
+    items = [("k1", {"n": 1}), ("held", {"n": 2}), ("k2", {"n": 3}), ("k1", {"n": 4})]
+    tokens = enqueue_claimed_many(pg_queue, items, window_seconds=300)
+    assert tokens[1] is None
+    assert tokens[3] is None
+    bodies = [json.loads(body) for body in messages()]
+    assert [b["key"] for b in bodies] == ["k1", "k2"]
+    assert [list(b) for b in bodies] == [["key", "claim", "windowSeconds", "task"]] * 2
+    assert [b["claim"] for b in bodies] == [tokens[0], tokens[2]]
+    assert claims()["k2"][0] == tokens[2]
+
+
+def test_postgres_queue_rolls_claims_back_with_the_callers_transaction(pg_queue) -> None:
+    def enqueue_then_fail() -> None:
+        with transaction.atomic():
+            enqueue_claimed_many(pg_queue, [("k", 1)], window_seconds=300)
+            raise RuntimeError("rolled back")
+
+    with pytest.raises(RuntimeError):
+        enqueue_then_fail()
+    assert claims() == {}
+    assert messages() == []
+
+
+def test_a_bad_task_raises_before_anything_is_written(pg_queue) -> None:
+    with pytest.raises(TypeError, match=r"items\[1\] task"):
+        enqueue_claimed_many(pg_queue, [("a", 1), ("b", object())], window_seconds=60)
+    assert claims() == {}
+    assert messages() == []
+
+
+def test_other_queues_get_batches_and_a_failed_send_releases_the_unsent() -> None:
+    queue = ManyQueue(fail_at=1)
+    items = [(f"k{i}", i) for i in range(5)]
+    with pytest.raises(ConnectionError):
+        enqueue_claimed_many(queue, items, window_seconds=300)
+    [sent] = queue.batches
+    assert [body["key"] for body in sent] == ["k0", "k1"]
+    assert set(claims()) == {"k0", "k1"}  # the unsent three were released
+
+
+def test_other_queues_refuse_a_transaction() -> None:
+    with pytest.raises(TransactionManagementError), transaction.atomic():
+        enqueue_claimed_many(ManyQueue(), [("k", 1)], window_seconds=60)
+    assert claims() == {}
