@@ -1,0 +1,198 @@
+"""The Django admin for claims (and, through :mod:`.admin_messages`, the
+PostgreSQL queue's messages).
+
+Built for tables of millions of rows: key search is a primary-key range,
+counts are estimated above :data:`~.admin_queries.EXACT_COUNT_LIMIT`, and
+no page runs a full ``COUNT(*)``. Claims are read-only; releasing claims
+and deleting expired ones need the ``delete_claim`` permission.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin, messages
+from django.db import transaction
+from django.db.models import QuerySet
+from django.db.models.functions import Now
+from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern, path
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
+
+from . import admin_views
+from .admin_messages import QueueMessageAdmin
+from .admin_queries import (
+    EstimatedCountPaginator,
+    key_search,
+    key_sorts_by_code_point,
+    relative_time,
+)
+from .conf import app_settings
+from .models import Claim, QueueMessage
+
+if TYPE_CHECKING:
+    _ClaimAdminBase = admin.ModelAdmin[Claim]
+else:  # ModelAdmin is generic only in the type stubs
+    _ClaimAdminBase = admin.ModelAdmin
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ClaimAdmin", "ClaimStateFilter", "QueueMessageAdmin"]
+
+
+class ClaimStateFilter(admin.SimpleListFilter):
+    """Active claims hold their key; expired ones wait for deletion. Judged
+    by the database clock, like the claim SQL."""
+
+    title = _("state")
+    parameter_name = "state"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [("active", _("active")), ("expired", _("expired"))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "active":
+            return queryset.filter(expires_at__gte=Now())
+        if self.value() == "expired":
+            return queryset.filter(expires_at__lt=Now())
+        return queryset
+
+
+def _database_now(obj: Any) -> datetime:
+    # ``db_now`` is annotated by the admin's queryset so "in 4 min" and the
+    # state follow the database clock; objects built elsewhere fall back to
+    # this process's clock.
+    now: datetime | None = getattr(obj, "db_now", None)
+    return now if now is not None else timezone.now()
+
+
+@admin.register(Claim)
+class ClaimAdmin(_ClaimAdminBase):
+    """Browse and search claims; release them or delete the expired ones."""
+
+    list_display = ("key", "state", "expires_at", "expires", "token")
+    list_filter = (ClaimStateFilter,)
+    search_fields = ("key",)
+    search_help_text = _("A key or the start of one (case-sensitive).")
+    sortable_by = ("key", "expires_at")
+    ordering = ("expires_at",)
+    fields = ("key", "state", "expires_at", "expires", "token")
+    readonly_fields = fields
+    list_per_page = 100
+    list_max_show_all = 500
+    paginator = EstimatedCountPaginator
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    actions = ("release_claims",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Claim]:
+        return super().get_queryset(request).using(app_settings.DATABASE).annotate(db_now=Now())
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # Claims are written by claim_task and the consumers, never by hand.
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Claim | None = None) -> bool:
+        return False
+
+    def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
+        # ``action_location`` exists from Django 6.1 on; pass it on only then.
+        where = {} if action_location is None else {"action_location": action_location}
+        actions = super().get_actions(request, **where)
+        # "Release" is the deletion that means something here.
+        actions.pop("delete_selected", None)
+        return actions
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Claim], search_term: str
+    ) -> tuple[QuerySet[Claim], bool]:
+        """Keys equal to or starting with the whole term, spaces and all,
+        through the primary-key index."""
+        if not search_term:
+            return queryset, False
+        if "\x00" in search_term:
+            # PostgreSQL text cannot hold NUL, so no key can match.
+            return queryset.none(), False
+        code_point_order = key_sorts_by_code_point(queryset.db)
+        if not code_point_order:
+            logger.warning(
+                "claim keys do not sort by code point; key prefix search scans the table",
+                extra={"event": "taskclaim.admin_key_search_unindexed"},
+            )
+        return queryset.filter(key_search(search_term, code_point_order=code_point_order)), False
+
+    @admin.display(description=_("state"))
+    def state(self, obj: Claim) -> str:
+        """ "active" while the claim holds its key, then "expired"."""
+        if obj.expires_at >= _database_now(obj):
+            return str(_("active"))
+        return str(_("expired"))
+
+    @admin.display(description=_("expires"), ordering="expires_at")
+    def expires(self, obj: Claim) -> str:
+        """The expiry relative to now: "in 4 min", "3 h ago"."""
+        return relative_time((obj.expires_at - _database_now(obj)).total_seconds())
+
+    @admin.action(description=_("Release selected claims"), permissions=("delete",))
+    def release_claims(self, request: HttpRequest, queryset: QuerySet[Claim]) -> None:
+        """Frees the selected keys now: each can be claimed again at once."""
+        database = queryset.db
+        with transaction.atomic(using=database):
+            released, _counts = (
+                Claim.objects.using(database).filter(pk__in=queryset.values("pk")).delete()
+            )
+        logger.info(
+            "admin released %d claims",
+            released,
+            extra={
+                "event": "taskclaim.admin_claims_released",
+                "count": released,
+                "user_id": request.user.pk,
+            },
+        )
+        self.message_user(
+            request,
+            ngettext("Released %(count)d claim.", "Released %(count)d claims.", released)
+            % {"count": released},
+            messages.SUCCESS,
+        )
+
+    def get_urls(self) -> list[URLPattern]:  # type: ignore[override]
+        wrap = self.admin_site.admin_view
+        extra = [
+            path(
+                "overview/",
+                wrap(self.overview_view),
+                name="astral_taskclaim_overview",
+            ),
+            path(
+                "delete-expired/",
+                wrap(self.delete_expired_view),
+                name="astral_taskclaim_claim_delete_expired",
+            ),
+        ]
+        return extra + super().get_urls()  # type: ignore[operator]
+
+    def overview_view(self, request: HttpRequest) -> HttpResponse:
+        """Counts of claims and messages and the expiry chart."""
+        return admin_views.overview(request, claim_admin=self)
+
+    def delete_expired_view(self, request: HttpRequest) -> HttpResponse:
+        """Confirms, then deletes every expired claim (``delete_claim``)."""
+        return admin_views.delete_expired(request, claim_admin=self)
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        context = {
+            "can_delete_expired": self.has_delete_permission(request),
+            **(extra_context or {}),
+        }
+        return super().changelist_view(request, extra_context=context)
+
+
+admin.site.register(QueueMessage, QueueMessageAdmin)

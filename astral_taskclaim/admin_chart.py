@@ -1,0 +1,169 @@
+"""A grouped bar chart laid out in Python and drawn as inline SVG by the
+overview template: no scripts, readable without JavaScript and printable.
+
+:func:`timeline_chart` takes per-bucket counts of each series (claim
+expiries, message due times) and returns the geometry of every bar, axis
+tick and label; the template only places them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from django.utils.translation import gettext
+
+WIDTH = 720
+HEIGHT = 260
+_LEFT = 56
+_RIGHT = 12
+_TOP = 16
+_BOTTOM = 40
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One bar: its box, its series (a CSS class) and its tooltip."""
+
+    x: float
+    y: float
+    width: float
+    height: float
+    series: str
+    count: int
+    title: str
+
+
+@dataclass(frozen=True)
+class Tick:
+    """An axis label at ``x``, ``y``; ``line`` draws a grid line there."""
+
+    x: float
+    y: float
+    label: str
+    line: bool = False
+
+
+@dataclass(frozen=True)
+class Chart:
+    """Everything the template draws, plus the rows of its table twin."""
+
+    width: int
+    height: int
+    plot_left: float
+    plot_right: float
+    plot_top: float
+    plot_bottom: float
+    bars: list[Bar]
+    x_ticks: list[Tick]
+    y_ticks: list[Tick]
+    series: list[tuple[str, str]]
+    rows: list[tuple[str, list[int]]]
+    total: int
+
+
+def nice_ceiling(value: int) -> int:
+    """The least of 1, 2 or 5 times a power of ten at or above ``value``: the
+    top of the y axis, so grid lines fall on round numbers."""
+    if value <= 1:
+        return 1
+    magnitude = 1
+    while magnitude * 10 < value:
+        magnitude *= 10
+    for step in (1, 2, 5, 10):
+        if step * magnitude >= value:
+            return step * magnitude
+    return 10 * magnitude  # pragma: no cover - the loop always returns
+
+
+def _axis_number(value: float) -> str:
+    return f"{int(value):,}" if value == int(value) else f"{value:,.1f}"
+
+
+def bucket_label(index: int, *, bucket_minutes: int) -> str:
+    """The span of bucket ``index`` from now, e.g. "in 30-60 min"."""
+    start, end = index * bucket_minutes, (index + 1) * bucket_minutes
+    if end <= 90:
+        return gettext("in %(start)d-%(end)d min") % {"start": start, "end": end}
+    return gettext("in %(start)s-%(end)s h") % {
+        "start": f"{start / 60:g}",
+        "end": f"{end / 60:g}",
+    }
+
+
+def timeline_chart(
+    series: Mapping[str, tuple[str, Sequence[int]]],
+    *,
+    bucket_minutes: int,
+) -> Chart:
+    """Lays out ``series`` (key → (label, counts per bucket), all the same
+    length) as grouped bars, bucket 0 starting now."""
+    if isinstance(bucket_minutes, bool) or not isinstance(bucket_minutes, int):
+        raise TypeError(f"bucket_minutes must be an int, got {bucket_minutes!r}")
+    if bucket_minutes <= 0:
+        raise ValueError(f"bucket_minutes must be positive, got {bucket_minutes}")
+    lengths = {len(counts) for _label, counts in series.values()}
+    if len(lengths) != 1 or 0 in lengths:
+        raise ValueError("every series needs the same, non-zero number of buckets")
+    buckets = lengths.pop()
+    top = nice_ceiling(max(max(counts) for _label, counts in series.values()))
+    plot_left, plot_right = float(_LEFT), float(WIDTH - _RIGHT)
+    plot_top, plot_bottom = float(_TOP), float(HEIGHT - _BOTTOM)
+    slot = (plot_right - plot_left) / buckets
+    bar_width = slot * 0.8 / len(series)
+
+    bars: list[Bar] = []
+    for index in range(buckets):
+        span = bucket_label(index, bucket_minutes=bucket_minutes)
+        for offset, (key, (label, counts)) in enumerate(series.items()):
+            count = counts[index]
+            height = (plot_bottom - plot_top) * count / top
+            bars.append(
+                Bar(
+                    x=round(plot_left + slot * index + slot * 0.1 + bar_width * offset, 2),
+                    y=round(plot_bottom - height, 2),
+                    width=round(bar_width, 2),
+                    height=round(height, 2),
+                    series=key,
+                    count=count,
+                    title=f"{label}, {span}: {count}",
+                )
+            )
+
+    x_ticks: list[Tick] = []
+    # A label every hour keeps them from overlapping at any bucket size.
+    every = max(1, 60 // bucket_minutes)
+    for index in range(0, buckets + 1, every):
+        hours = index * bucket_minutes / 60
+        label = gettext("now") if index == 0 else f"+{hours:g} h"
+        x_ticks.append(Tick(x=round(plot_left + slot * index, 2), y=plot_bottom + 18, label=label))
+    y_ticks = [
+        Tick(
+            x=plot_left - 6,
+            y=round(plot_bottom - (plot_bottom - plot_top) * fraction, 2),
+            label=_axis_number(top * fraction),
+            line=True,
+        )
+        for fraction in ((0.0, 0.5, 1.0) if top > 1 else (0.0, 1.0))
+    ]
+    rows = [
+        (
+            bucket_label(index, bucket_minutes=bucket_minutes),
+            [counts[index] for _label, counts in series.values()],
+        )
+        for index in range(buckets)
+    ]
+    return Chart(
+        width=WIDTH,
+        height=HEIGHT,
+        plot_left=plot_left,
+        plot_right=plot_right,
+        plot_top=plot_top,
+        plot_bottom=plot_bottom,
+        bars=bars,
+        x_ticks=x_ticks,
+        y_ticks=y_ticks,
+        series=[(key, label) for key, (label, _counts) in series.items()],
+        rows=rows,
+        total=sum(sum(counts) for _label, counts in series.values()),
+    )

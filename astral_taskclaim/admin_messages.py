@@ -1,0 +1,289 @@
+"""The admin for the PostgreSQL queue's messages (``taskclaim.message``).
+
+Messages are read-only; "run now" (make delayed messages visible) needs
+``change_queuemessage`` and deleting needs ``delete_queuemessage``. Leased
+messages are never made visible early: a consumer is running them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.contrib.admin.utils import quote
+from django.db import connections, transaction
+from django.db.models import QuerySet
+from django.db.models.functions import Now
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.urls import NoReverseMatch, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
+
+from . import sqlfiles
+from .admin_queries import (
+    EXACT_COUNT_LIMIT,
+    EstimatedCountPaginator,
+    estimated_count,
+    relative_time,
+)
+from .conf import app_settings
+from .models import QueueMessage
+
+if TYPE_CHECKING:
+    _MessageAdminBase = admin.ModelAdmin[QueueMessage]
+else:  # ModelAdmin is generic only in the type stubs
+    _MessageAdminBase = admin.ModelAdmin
+
+logger = logging.getLogger(__name__)
+
+_RUN_NOW_CHUNK = 10_000
+
+
+def queue_names(using: str) -> list[str]:
+    """The queue names that have messages, in order (an index hop per name)."""
+    with connections[using].cursor() as cursor:
+        cursor.execute(sqlfiles.read("admin/message_queues.sql"))
+        return [row[0] for row in cursor.fetchall()]
+
+
+def message_state(obj: QueueMessage, now: datetime) -> str:
+    """``"ready"``, ``"delayed"`` or ``"leased"`` at ``now``, as the
+    queryset methods of :class:`~.models.QueueMessageQuerySet` judge it."""
+    if obj.visible_at <= now:
+        return "ready"
+    return "delayed" if obj.lease is None else "leased"
+
+
+def _chunks(values: Sequence[int], size: int) -> Iterator[list[int]]:
+    for start in range(0, len(values), size):
+        yield list(values[start : start + size])
+
+
+class MessageQueueFilter(admin.SimpleListFilter):
+    """Messages of one queue (its ``queue_name``)."""
+
+    title = _("queue")
+    parameter_name = "queue"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(name, name) for name in queue_names(app_settings.DATABASE)]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset.filter(queue=value) if value else queryset
+
+
+class MessageStateFilter(admin.SimpleListFilter):
+    """Ready (receivable now), delayed (waiting out a delay) or leased (a
+    consumer holds it), by the database clock."""
+
+    title = _("state")
+    parameter_name = "state"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [("ready", _("ready")), ("delayed", _("delayed")), ("leased", _("leased"))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if value == "ready":
+            return queryset.filter(visible_at__lte=Now())
+        if value == "delayed":
+            return queryset.filter(lease__isnull=True, visible_at__gt=Now())
+        if value == "leased":
+            return queryset.filter(lease__isnull=False, visible_at__gt=Now())
+        return queryset
+
+
+def _database_now(obj: Any) -> datetime:
+    now: datetime | None = getattr(obj, "db_now", None)
+    return now if now is not None else timezone.now()
+
+
+def _payload(obj: QueueMessage) -> Any:
+    try:
+        return obj.payload
+    except ValueError:
+        return None
+
+
+class QueueMessageAdmin(_MessageAdminBase):
+    """Browse queued messages by queue and state; run delayed ones now or
+    delete them."""
+
+    list_display = ("id", "queue", "claim_key", "attempts", "due", "enqueued_at")
+    list_filter = (MessageQueueFilter, MessageStateFilter)
+    sortable_by = ("id", "visible_at")
+    ordering = ("visible_at", "id")
+    fields = (
+        "id",
+        "queue",
+        "claim_key",
+        "attempts",
+        "due",
+        "visible_at",
+        "enqueued_at",
+        "leased_at",
+        "lease",
+        "task",
+        "body",
+    )
+    readonly_fields = fields
+    list_per_page = 100
+    list_max_show_all = 500
+    paginator = EstimatedCountPaginator
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    actions = ("run_now", "delete_messages")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[QueueMessage]:
+        return super().get_queryset(request).using(app_settings.DATABASE).annotate(db_now=Now())
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: QueueMessage | None = None) -> bool:
+        # A message page is read-only whatever the user may do: saving it
+        # would write back a stale lease and visibility.
+        return obj is None and super().has_change_permission(request)
+
+    def has_run_permission(self, request: HttpRequest) -> bool:
+        """Whether the user may make messages visible now."""
+        return super().has_change_permission(request)
+
+    def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
+        # ``action_location`` exists from Django 6.1 on; pass it on only then.
+        where = {} if action_location is None else {"action_location": action_location}
+        actions = super().get_actions(request, **where)
+        # Its confirmation page lists every object, too much for a queue.
+        actions.pop("delete_selected", None)
+        return actions
+
+    @admin.display(description=_("claim key"))
+    def claim_key(self, obj: QueueMessage) -> str | SafeString:
+        """The key of the envelope's claim, linked to the claim when the
+        user may see claims."""
+        payload = _payload(obj)
+        key = payload.get("key") if isinstance(payload, dict) else None
+        if not isinstance(key, str):
+            return "-"
+        try:
+            url = reverse("admin:astral_taskclaim_claim_change", args=(quote(key),))
+        except NoReverseMatch:  # pragma: no cover - the claim admin is registered with us
+            return key
+        return format_html('<a href="{}">{}</a>', url, key)
+
+    @admin.display(description=_("state"))
+    def state(self, obj: QueueMessage) -> str:
+        """Ready, delayed or leased, by the database clock."""
+        return str(
+            {"ready": _("ready"), "delayed": _("delayed"), "leased": _("leased")}[
+                message_state(obj, _database_now(obj))
+            ]
+        )
+
+    @admin.display(description=_("visible"), ordering="visible_at")
+    def due(self, obj: QueueMessage) -> str:
+        """ "leased", "due in 2 min", or "ready" once receivable."""
+        now = _database_now(obj)
+        state = message_state(obj, now)
+        if state == "leased":
+            return str(_("leased"))
+        if state == "ready":
+            return str(_("ready"))
+        return str(_("due %(when)s")) % {
+            "when": relative_time((obj.visible_at - now).total_seconds())
+        }
+
+    @admin.display(description=_("task"))
+    def task(self, obj: QueueMessage) -> SafeString:
+        """The envelope's task as indented JSON (escaped: shown, not run)."""
+        payload = _payload(obj)
+        task = payload.get("task") if isinstance(payload, dict) else payload
+        text = json.dumps(task, indent=2, ensure_ascii=False)
+        return format_html('<pre class="taskclaim-json">{}</pre>', text)
+
+    @admin.action(description=_("Run selected messages now"), permissions=("run",))
+    def run_now(self, request: HttpRequest, queryset: QuerySet[QueueMessage]) -> None:
+        """Makes the selected delayed messages visible at once and wakes
+        their queues' consumers; leased and ready ones are left alone."""
+        database = queryset.db
+        ids = list(queryset.order_by().values_list("pk", flat=True))
+        made_visible = 0
+        with transaction.atomic(using=database), connections[database].cursor() as cursor:
+            for chunk in _chunks(ids, _RUN_NOW_CHUNK):
+                cursor.execute(sqlfiles.read("admin/run_now.sql"), {"ids": chunk})
+                made_visible += sum(row[1] for row in cursor.fetchall())
+        logger.info(
+            "admin made %d messages visible",
+            made_visible,
+            extra={
+                "event": "taskclaim.admin_messages_run_now",
+                "count": made_visible,
+                "user_id": request.user.pk,
+            },
+        )
+        skipped = len(ids) - made_visible
+        text = ngettext(
+            "%(count)d message will run now.", "%(count)d messages will run now.", made_visible
+        ) % {"count": made_visible}
+        if skipped:
+            text += " " + ngettext(
+                "%(count)d was leased or already ready, so left alone.",
+                "%(count)d were leased or already ready, so left alone.",
+                skipped,
+            ) % {"count": skipped}
+        self.message_user(request, text, messages.SUCCESS)
+
+    @admin.action(description=_("Delete selected messages"), permissions=("delete",))
+    def delete_messages(
+        self, request: HttpRequest, queryset: QuerySet[QueueMessage]
+    ) -> TemplateResponse | None:
+        """Asks once, then deletes the selected messages (their tasks will
+        not run; their claims hold their keys until the windows end)."""
+        if request.POST.get("post") != "yes":
+            count = estimated_count(queryset, exact_up_to=EXACT_COUNT_LIMIT)
+            context = {
+                **self.admin_site.each_context(request),
+                "title": _("Delete queue messages?"),
+                "opts": self.opts,
+                "count": count,
+                "sample": list(queryset[:20]),
+                "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
+                "select_across": request.POST.get("select_across", "0"),
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+                "preserved_query": request.GET.urlencode(),
+            }
+            return TemplateResponse(
+                request, "admin/astral_taskclaim/queuemessage/delete_confirmation.html", context
+            )
+        with transaction.atomic(using=queryset.db):
+            deleted, _counts = (
+                QueueMessage.objects.using(queryset.db)
+                .filter(pk__in=queryset.values("pk"))
+                .delete()
+            )
+        logger.info(
+            "admin deleted %d queue messages",
+            deleted,
+            extra={
+                "event": "taskclaim.admin_messages_deleted",
+                "count": deleted,
+                "user_id": request.user.pk,
+            },
+        )
+        self.message_user(
+            request,
+            ngettext("Deleted %(count)d message.", "Deleted %(count)d messages.", deleted)
+            % {"count": deleted},
+            messages.SUCCESS,
+        )
+        return None

@@ -1,0 +1,182 @@
+"""Queries behind the admin that stay fast on tables of millions of rows.
+
+* :func:`key_search` turns a search term into a predicate that the primary
+  key's btree answers: a key prefix is one index range when keys sort by
+  code point, which is what ``LIKE 'prefix%'`` cannot use under a
+  ``C.UTF-8`` database collation.
+* :func:`estimated_count` counts exactly up to a bound and otherwise takes
+  the planner's row estimate, so no page view runs a full ``COUNT(*)``.
+* :func:`relative_time` words a distance in time ("in 4 min", "3 h ago").
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.core.paginator import Paginator
+from django.db import connections
+from django.db.models import Q, QuerySet
+from django.utils.translation import gettext
+
+from . import sqlfiles
+
+if TYPE_CHECKING:
+    _PaginatorBase = Paginator[Any]
+else:  # Paginator is generic only in the type stubs
+    _PaginatorBase = Paginator
+
+logger = logging.getLogger(__name__)
+
+#: Exact counts are taken up to this many rows; above it, estimates.
+EXACT_COUNT_LIMIT = 10_000
+
+_MAX_CODE_POINT = 0x10FFFF
+_SURROGATES = range(0xD800, 0xE000)
+
+# Locales whose libc collation compares strings code point by code point.
+_CODE_POINT_LOCALES = frozenset({"c", "posix", "c.utf8", "c.utf-8"})
+
+
+def prefix_upper_bound(prefix: str) -> str | None:
+    """The least string above every string that starts with ``prefix``, in
+    code point order; ``None`` when there is none (``prefix`` is empty or
+    all U+10FFFF). Every key ``k`` then satisfies: ``k`` starts with
+    ``prefix`` exactly when ``prefix <= k < bound``."""
+    chars = list(prefix)
+    while chars:
+        following = ord(chars.pop()) + 1
+        if following in _SURROGATES:
+            # PostgreSQL text is UTF-8, which cannot hold surrogates.
+            following = _SURROGATES.stop
+        if following <= _MAX_CODE_POINT:
+            chars.append(chr(following))
+            return "".join(chars)
+    return None
+
+
+def sorts_by_code_point(provider: str, locale: str | None) -> bool:
+    """Whether a collation (``pg_collation.collprovider`` and its locale)
+    orders strings by code point: ``C``, ``POSIX``, ``C.UTF-8`` or the
+    builtin provider of PostgreSQL 17+."""
+    if provider == "b":
+        return True
+    return provider == "c" and (locale or "").lower() in _CODE_POINT_LOCALES
+
+
+def key_sorts_by_code_point(using: str) -> bool:
+    """Whether ``taskclaim.claim.key`` (and its index) sorts by code point
+    in the database ``using``."""
+    with connections[using].cursor() as cursor:
+        cursor.execute(sqlfiles.read("admin/key_collation.sql"))
+        row = cursor.fetchone()
+    if row is None:  # pragma: no cover - the table always has the column
+        return False
+    return sorts_by_code_point(row[0], row[1])
+
+
+def key_search(term: str, *, code_point_order: bool) -> Q:
+    """Keys equal to ``term`` or starting with it.
+
+    With ``code_point_order`` the predicate is a range of the primary key
+    (exact for any characters: ``%``, ``_`` and ``\\`` are plain values, not
+    patterns). Under a linguistic collation a range would miss keys, so the
+    prefix becomes an escaped ``LIKE`` and only the exact match uses the
+    index."""
+    if not isinstance(term, str):
+        raise TypeError(f"term must be a str, got {type(term).__name__}")
+    if not term:
+        raise ValueError("term must not be empty")
+    if not code_point_order:
+        return Q(key=term) | Q(key__startswith=term)
+    upper = prefix_upper_bound(term)
+    if upper is None:
+        return Q(key__gte=term)
+    return Q(key__gte=term, key__lt=upper)
+
+
+@dataclass(frozen=True)
+class Count:
+    """A row count, ``exact`` or the planner's estimate."""
+
+    value: int
+    exact: bool
+
+
+def planner_rows(queryset: QuerySet[Any]) -> int:
+    """The planner's estimate of the rows ``queryset`` returns."""
+    query = queryset.order_by().query
+    statement, params = query.get_compiler(using=queryset.db).as_sql()
+    with connections[queryset.db].cursor() as cursor:
+        cursor.execute("EXPLAIN (FORMAT JSON) " + statement, params)
+        row = cursor.fetchone()
+    plan: Any = row[0] if row else "[]"
+    if isinstance(plan, str | bytes):
+        plan = json.loads(plan)
+    return int(plan[0]["Plan"]["Plan Rows"])
+
+
+def estimated_count(queryset: QuerySet[Any], *, exact_up_to: int = EXACT_COUNT_LIMIT) -> Count:
+    """``queryset``'s row count: exact when at most ``exact_up_to`` (found
+    by counting no more than ``exact_up_to + 1`` rows), else the planner's
+    estimate, never below the rows already seen."""
+    if isinstance(exact_up_to, bool) or not isinstance(exact_up_to, int):
+        raise TypeError(f"exact_up_to must be an int, got {exact_up_to!r}")
+    if exact_up_to < 0:
+        raise ValueError(f"exact_up_to must be at least 0, got {exact_up_to}")
+    seen = queryset.order_by().values("pk")[: exact_up_to + 1].count()
+    if seen <= exact_up_to:
+        return Count(seen, exact=True)
+    return Count(max(planner_rows(queryset), seen), exact=False)
+
+
+def relative_time(seconds: float) -> str:
+    """``seconds`` from now in words: "in 4 min", "3 h ago", "now".
+
+    Rounded to the largest sensible unit: seconds below a minute, minutes
+    below 90 minutes, hours below 36 hours, then days."""
+    # Whole seconds first, so 59.7 s reads "1 min", never "60 s".
+    magnitude = round(abs(seconds))
+    if magnitude < 1:
+        return gettext("now")
+    if magnitude < 60:
+        amount = gettext("%(count)d s") % {"count": magnitude}
+    elif magnitude < 90 * 60:
+        amount = gettext("%(count)d min") % {"count": round(magnitude / 60)}
+    elif magnitude < 36 * 3600:
+        amount = gettext("%(count)d h") % {"count": round(magnitude / 3600)}
+    else:
+        amount = gettext("%(count)d d") % {"count": round(magnitude / 86400)}
+    if seconds > 0:
+        return gettext("in %(amount)s") % {"amount": amount}
+    return gettext("%(amount)s ago") % {"amount": amount}
+
+
+class EstimatedCountPaginator(_PaginatorBase):
+    """A paginator whose count is exact up to :data:`EXACT_COUNT_LIMIT` rows
+    and the planner's estimate beyond, so a page never counts a huge table.
+    ``is_estimate`` tells templates to say "about"."""
+
+    exact_up_to = EXACT_COUNT_LIMIT
+
+    def _counted(self) -> Count:
+        counted: Count | None = getattr(self, "_count_result", None)
+        if counted is None:
+            if isinstance(self.object_list, QuerySet):
+                counted = estimated_count(self.object_list, exact_up_to=self.exact_up_to)
+            else:
+                counted = Count(len(self.object_list), exact=True)
+            self._count_result = counted
+        return counted
+
+    @property
+    def count(self) -> int:
+        """Rows in the list: exact, or an estimate when ``is_estimate``."""
+        return self._counted().value
+
+    @property
+    def is_estimate(self) -> bool:
+        """Whether :attr:`count` is the planner's estimate."""
+        return not self._counted().exact

@@ -1,0 +1,166 @@
+"""Admin pages beyond the changelists: the overview (counts and a chart of
+what comes due over the next hours) and "delete expired claims".
+
+Both are served through :class:`~.admin.ClaimAdmin`'s ``get_urls``, so a
+project's URLconf needs nothing beyond ``admin.site.urls``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db import connections, transaction
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
+
+from . import sqlfiles
+from .admin_chart import timeline_chart
+from .admin_messages import queue_names
+from .admin_queries import Count, estimated_count
+from .conf import app_settings
+from .models import Claim, QueueMessage
+
+if TYPE_CHECKING:
+    from .admin import ClaimAdmin
+
+logger = logging.getLogger(__name__)
+
+#: The chart covers this many buckets of :data:`BUCKET_MINUTES` from now.
+BUCKETS = 12
+BUCKET_MINUTES = 30
+
+
+@dataclass(frozen=True)
+class QueueCounts:
+    """One queue's messages by state."""
+
+    queue: str
+    ready: Count
+    delayed: Count
+    leased: Count
+
+
+def _timeline(using: str, path: str, params: dict[str, Any]) -> list[int]:
+    counts = [0] * BUCKETS
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            sqlfiles.read(path),
+            {"bucket_seconds": BUCKET_MINUTES * 60, "buckets": BUCKETS, **params},
+        )
+        for bucket, count in cursor.fetchall():
+            # The database clock moves between the bounds and the bucket
+            # arithmetic only by rounding; clamp rather than drop a row.
+            counts[min(max(bucket, 0), BUCKETS - 1)] += count
+    return counts
+
+
+def claim_timeline(using: str) -> list[int]:
+    """Claims expiring in each of the next :data:`BUCKETS` buckets."""
+    return _timeline(using, "admin/claim_timeline.sql", {})
+
+
+def message_timeline(using: str, queues: list[str]) -> list[int]:
+    """Unleased messages of ``queues`` coming due in each bucket."""
+    if not queues:
+        return [0] * BUCKETS
+    return _timeline(using, "admin/message_timeline.sql", {"queues": queues})
+
+
+def queue_counts(using: str, queues: list[str]) -> list[QueueCounts]:
+    """Messages per queue and state; estimated for very long queues."""
+    messages_ = QueueMessage.objects.using(using)
+    return [
+        QueueCounts(
+            queue=name,
+            ready=estimated_count(messages_.for_queue(name).ready()),
+            delayed=estimated_count(messages_.for_queue(name).delayed()),
+            leased=estimated_count(messages_.for_queue(name).leased()),
+        )
+        for name in queues
+    ]
+
+
+def _message_admin(site: admin.AdminSite, request: HttpRequest) -> admin.ModelAdmin[Any] | None:
+    if not site.is_registered(QueueMessage):
+        return None
+    model_admin = site.get_model_admin(QueueMessage)
+    return model_admin if model_admin.has_view_permission(request) else None
+
+
+def overview(request: HttpRequest, *, claim_admin: ClaimAdmin) -> HttpResponse:
+    """The overview page: claim and message counts and the due-times chart.
+    Needs view permission on claims; message figures also need it on
+    queue messages."""
+    if not claim_admin.has_view_permission(request):
+        raise PermissionDenied
+    using = app_settings.DATABASE
+    claims = Claim.objects.using(using)
+    series: dict[str, tuple[str, list[int]]] = {
+        "claims": (str(_("claim expiries")), claim_timeline(using)),
+    }
+    queues: list[QueueCounts] | None = None
+    if _message_admin(claim_admin.admin_site, request) is not None:
+        names = queue_names(using)
+        queues = queue_counts(using, names)
+        series["messages"] = (str(_("messages coming due")), message_timeline(using, names))
+    context = {
+        **claim_admin.admin_site.each_context(request),
+        "title": _("Task claims overview"),
+        "opts": claim_admin.opts,
+        "app_label": claim_admin.opts.app_label,
+        "active": estimated_count(claims.active()),
+        "expired": estimated_count(claims.expired()),
+        "queues": queues,
+        "chart": timeline_chart(series, bucket_minutes=BUCKET_MINUTES),
+        "hours": BUCKETS * BUCKET_MINUTES // 60,
+    }
+    return TemplateResponse(request, "admin/astral_taskclaim/overview.html", context)
+
+
+def delete_expired(request: HttpRequest, *, claim_admin: ClaimAdmin) -> HttpResponse:
+    """GET: how many claims have expired and a button; POST: deletes them
+    all in one statement. Needs the ``delete_claim`` permission."""
+    if not claim_admin.has_delete_permission(request):
+        raise PermissionDenied
+    using = app_settings.DATABASE
+    changelist = reverse(f"{claim_admin.admin_site.name}:astral_taskclaim_claim_changelist")
+    if request.method == "POST":
+        with transaction.atomic(using=using), connections[using].cursor() as cursor:
+            cursor.execute(sqlfiles.read("admin/delete_expired.sql"))
+            deleted = cursor.rowcount
+        logger.info(
+            "admin deleted %d expired claims",
+            deleted,
+            extra={
+                "event": "taskclaim.admin_expired_claims_deleted",
+                "count": deleted,
+                "user_id": request.user.pk,
+            },
+        )
+        claim_admin.message_user(
+            request,
+            ngettext(
+                "Deleted %(count)d expired claim.", "Deleted %(count)d expired claims.", deleted
+            )
+            % {"count": deleted},
+            messages.SUCCESS,
+        )
+        return HttpResponseRedirect(changelist)
+    context = {
+        **claim_admin.admin_site.each_context(request),
+        "title": _("Delete expired claims?"),
+        "opts": claim_admin.opts,
+        "app_label": claim_admin.opts.app_label,
+        "expired": estimated_count(Claim.objects.using(using).expired()),
+        "changelist_url": changelist,
+    }
+    return TemplateResponse(
+        request, "admin/astral_taskclaim/claim/delete_expired_confirmation.html", context
+    )

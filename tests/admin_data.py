@@ -1,0 +1,109 @@
+"""Rows and users for the admin tests: claims and queue messages written
+straight into their tables (times relative to the database clock), and
+staff users holding chosen permissions."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from django.contrib.auth.models import Permission, User
+from django.db import connection
+from django.test import Client
+
+PASSWORD = "admin-tests-password"  # a throwaway test account
+
+
+def add_claim(key: str, *, seconds: float, token: str | None = None) -> str:
+    """A claim expiring ``seconds`` from now (negative: already expired)."""
+    token = token or str(uuid.uuid4())
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """INSERT INTO taskclaim.claim (key, expires_at, token)
+               VALUES (%s, clock_timestamp() + make_interval(secs => %s), %s)""",
+            [key, seconds, token],
+        )
+    return token
+
+
+def add_claims(count: int, *, prefix: str = "bulk:", seconds: float = 3600) -> None:
+    """``count`` claims ``<prefix>1``..``<prefix><count>`` in one statement."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """INSERT INTO taskclaim.claim (key, expires_at, token)
+               SELECT %s || n, clock_timestamp() + make_interval(secs => %s + n %% 600),
+                      gen_random_uuid()
+               FROM generate_series(1, %s) AS n""",
+            [prefix, seconds, count],
+        )
+        cursor.execute("ANALYZE taskclaim.claim")
+
+
+def envelope(key: str, task: Any, *, window: int = 300) -> str:
+    """A claimed-task message body, as ``enqueue_claimed`` writes it."""
+    body = {"key": key, "claim": str(uuid.uuid4()), "windowSeconds": window, "task": task}
+    return json.dumps(body, separators=(",", ":"))
+
+
+def add_message(
+    queue: str,
+    body: str,
+    *,
+    visible_in: float = 0,
+    leased: bool = False,
+    attempts: int = 0,
+) -> int:
+    """A message of ``queue`` visible ``visible_in`` seconds from now; a
+    leased one also gets a lease (its lease ends at ``visible_in``)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """INSERT INTO taskclaim.message (queue, body, attempts, visible_at, lease, leased_at)
+               VALUES (%s, %s, %s, clock_timestamp() + make_interval(secs => %s),
+                       %s, CASE WHEN %s THEN clock_timestamp() END)
+               RETURNING id""",
+            [queue, body, attempts, visible_in, uuid.uuid4() if leased else None, leased],
+        )
+        row = cursor.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def claim_keys() -> set[str]:
+    """Every key in the claim table."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT key FROM taskclaim.claim")
+        return {row[0] for row in cursor.fetchall()}
+
+
+def seconds_until_visible(message_id: int) -> float | None:
+    """How far (by the database clock) message ``message_id`` is from
+    visible; ``None`` once deleted."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """SELECT extract(epoch FROM visible_at - clock_timestamp())::float8
+               FROM taskclaim.message WHERE id = %s""",
+            [message_id],
+        )
+        row = cursor.fetchone()
+    return None if row is None else float(row[0])
+
+
+def staff(username: str, *permissions: str) -> User:
+    """An active staff user holding ``permissions`` (codenames of this app)."""
+    user = User.objects.create_user(username, password=PASSWORD, is_staff=True)
+    if permissions:
+        user.user_permissions.set(
+            Permission.objects.filter(
+                content_type__app_label="astral_taskclaim", codename__in=permissions
+            )
+        )
+    assert {f"astral_taskclaim.{p}" for p in permissions} <= user.get_all_permissions()
+    return user
+
+
+def client_for(user: User, *, enforce_csrf_checks: bool = False) -> Client:
+    """A test client logged in as ``user``."""
+    client = Client(enforce_csrf_checks=enforce_csrf_checks)
+    client.force_login(user)
+    return client

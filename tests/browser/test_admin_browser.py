@@ -1,0 +1,201 @@
+"""The admin end to end in headless Chromium (Debian's ``chromium``, driven
+by Playwright's Python package) against pytest-django's live server: log
+in, browse, search a key, release a claim, see the overview chart, and a
+view-only user who cannot release. Screenshots go to
+``tests/artifacts/screenshots/`` (git-ignored).
+
+Set ``TASKCLAIM_CHROMIUM`` to use another Chromium binary.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+
+from tests.admin_data import PASSWORD, add_claim, add_message, claim_keys, envelope, staff
+
+CHROMIUM = os.environ.get("TASKCLAIM_CHROMIUM") or shutil.which("chromium") or ""
+SCREENSHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed")
+
+pytestmark = [
+    pytest.mark.skipif(
+        not (CHROMIUM and os.access(CHROMIUM, os.X_OK)),
+        reason=f"no executable Chromium ({CHROMIUM or 'chromium not on PATH'}); install "
+        "Debian's chromium or set TASKCLAIM_CHROMIUM",
+    ),
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+]
+
+expect = sync_api.expect
+
+
+def _empty_tables() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE taskclaim.claim, taskclaim.message")
+
+
+@pytest.fixture(scope="module")
+def _sync_orm_beside_playwright() -> Iterator[None]:
+    """Playwright's sync API keeps an event loop running on this thread
+    while the browser is open, and Django refuses ORM calls from a thread
+    with a running loop unless told it is safe; it is here: the calls are
+    the test's own, made between browser steps."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _clean_tables(_sync_orm_beside_playwright: None) -> Iterator[None]:
+    """Empty claim and message tables (a transactional test's flush leaves
+    the app's unmanaged tables alone)."""
+    _empty_tables()
+    yield
+    _empty_tables()
+
+
+@pytest.fixture(scope="module")
+def browser(_sync_orm_beside_playwright: None) -> Iterator[Any]:
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any, live_server: Any) -> Iterator[Any]:
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    yield page
+    context.close()
+
+
+def shot(page: Any, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def log_in(page: Any, username: str) -> None:
+    page.goto("/admin/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    expect(page.locator("#user-tools")).to_contain_text(username)
+
+
+def test_log_in_browse_search_and_release(page: Any) -> None:
+    for key in ("project:4", "project:42", "project:5"):
+        add_claim(key, seconds=600)
+    staff("releaser", "view_claim", "delete_claim")
+
+    log_in(page, "releaser")
+    page.goto("/admin/astral_taskclaim/")
+    page.get_by_role("link", name="Claims", exact=True).click()
+    rows = page.locator("#result_list tbody tr")
+    expect(rows).to_have_count(3)
+    expect(page.locator("#result_list")).to_contain_text("in 10 min")
+    shot(page, "claims-changelist")
+
+    page.fill("#searchbar", "project:4")
+    page.press("#searchbar", "Enter")
+    expect(rows).to_have_count(2)
+    expect(page.locator("#result_list")).not_to_contain_text("project:5")
+    shot(page, "claims-search")
+
+    page.locator("#result_list tr", has_text="project:42").locator("input.action-select").check()
+    page.select_option("select[name=action]", "release_claims")
+    page.click("button[name=index]")
+    expect(page.locator("ul.messagelist")).to_contain_text("Released 1 claim.")
+    shot(page, "claims-released")
+    assert claim_keys() == {"project:4", "project:5"}
+
+
+def test_overview_chart(page: Any, browser: Any, live_server: Any) -> None:
+    add_claim("soon", seconds=600)
+    add_claim("later", seconds=2 * 3600)
+    add_message("refresh", envelope("soon", {"project": 42}), visible_in=45 * 60)
+    User.objects.create_superuser("boss", password=PASSWORD)
+
+    log_in(page, "boss")
+    page.goto("/admin/astral_taskclaim/")
+    page.locator("#taskclaim-overview-link a").click()
+    chart = page.locator("svg#taskclaim-chart")
+    expect(chart).to_be_visible()
+    expect(chart.locator("rect.taskclaim-claims[data-count='1']")).to_have_count(2)
+    expect(chart.locator("rect.taskclaim-messages[data-count='1']")).to_have_count(1)
+    expect(page.locator("#taskclaim-message-counts")).to_contain_text("refresh")
+    shot(page, "overview")
+
+    # The same page without JavaScript: the chart is server-rendered SVG.
+    cookies = page.context.cookies()
+    plain = browser.new_context(base_url=live_server.url, java_script_enabled=False)
+    plain.add_cookies(cookies)
+    no_js = plain.new_page()
+    no_js.goto("/admin/astral_taskclaim/claim/overview/")
+    expect(no_js.locator("svg#taskclaim-chart rect.taskclaim-claims")).to_have_count(12)
+    shot(no_js, "overview-no-javascript")
+    plain.close()
+
+
+def test_view_only_user_cannot_release(page: Any) -> None:
+    add_claim("held", seconds=600)
+    staff("viewer", "view_claim")
+
+    log_in(page, "viewer")
+    page.goto("/admin/astral_taskclaim/claim/")
+    expect(page.locator("#result_list")).to_contain_text("held")
+    expect(page.locator("select[name=action]")).to_have_count(0)
+    expect(page.locator("#taskclaim-delete-expired")).to_have_count(0)
+    shot(page, "claims-view-only")
+
+    # Forge the action's POST from the page itself, with a valid CSRF token.
+    status = page.evaluate(
+        """async () => {
+            const token = document.cookie.match(/csrftoken=([^;]+)/)[1];
+            const body = new URLSearchParams({
+                csrfmiddlewaretoken: token, action: "release_claims",
+                _selected_action: "held", index: "0",
+            });
+            const response = await fetch(location.pathname, {method: "POST", body});
+            return response.status;
+        }"""
+    )
+    assert status == 200
+    assert claim_keys() == {"held"}
+
+    refused = page.goto("/admin/astral_taskclaim/claim/delete-expired/")
+    assert refused is not None
+    assert refused.status == 403
+
+
+def test_message_task_is_shown_not_run(page: Any) -> None:
+    message_id = add_message("mail", envelope("user:1", {"html": "<script>alert(1)</script>"}))
+    User.objects.create_superuser("reader", password=PASSWORD)
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+
+    log_in(page, "reader")
+    page.goto(f"/admin/astral_taskclaim/queuemessage/{message_id}/change/")
+    task = page.locator("pre.taskclaim-json")
+    expect(task).to_contain_text('"html": "<script>alert(1)</script>"')
+    shot(page, "message-detail")
+    assert dialogs == []
