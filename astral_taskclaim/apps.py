@@ -12,3 +12,10 @@ class TaskClaimConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the system checks)
+        from .functions import register_lookups
+
+        register_lookups()
+        # Registers the claimed tasks of every installed app's tasks module.
+        from .tasks import autodiscover
+
+        autodiscover()

@@ -11,30 +11,29 @@ positions get ``None``, as a trigger inside the window would.
 Keys are claimed in one order (bytewise), so two bulk calls with
 overlapping keys lock rows in the same order and never deadlock each other.
 The statements go through the Django connection of ``using`` (and so join
-its transaction) with server-side parameters, prepared: a thousand keys
-travel as one binary array instead of a thousand quoted literals. They do
-not pass through Django's cursor wrappers (``connection.queries``,
-``execute_wrapper``).
+its transaction) as prepared statements (:mod:`~astral_taskclaim.statements`)
+whose arrays travel in PostgreSQL's binary format: a thousand keys are one
+length-prefixed array, with no quoting to do or undo.
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+import os
+from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from typing import Any
 
-import psycopg
-from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, transaction
 
-from . import sqlfiles
+from . import statements
 from .claims import (
+    COMPACT_JSON,
     discard_broken_connection,
     envelope,
     in_transaction,
     resolve_alias,
+    sends_in_database,
     validate_key,
     validate_seconds,
     validate_task,
@@ -49,25 +48,13 @@ def _validated_keys(keys: object) -> list[str]:
     return [validate_key(key, name=f"keys[{index}]") for index, key in enumerate(keys)]
 
 
-@contextmanager
-def bound_cursor(alias: str) -> Iterator[psycopg.Cursor[Any]]:
-    """A server-side-binding psycopg cursor on the Django connection of
-    ``alias`` (its transaction, if any), raising Django's database errors."""
-    connection = connections[alias]
-    connection.ensure_connection()
-    connection.validate_no_broken_transaction()
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-        yield cursor
-
-
 def _claim_many(alias: str, keys: Sequence[str], window_seconds: float) -> dict[str, str]:
     """Fresh tokens of the keys this statement claimed; ``keys`` distinct."""
     if not keys:
         return {}
     params = {"keys": list(keys), "seconds": float(window_seconds)}
-    with bound_cursor(alias) as cursor:
-        cursor.execute(sqlfiles.read("taskclaim/claim_many.sql"), params, prepare=True)
-        return {key: str(token) for key, token in cursor.fetchall()}
+    rows = statements.run(alias, "taskclaim/claim_many.sql", params)
+    return dict(rows)
 
 
 def claim_tasks(
@@ -112,22 +99,25 @@ def enqueue_claimed_many(
 
     With a transactional queue (the PostgreSQL queue) claims and messages
     commit together, in one transaction (a savepoint inside the caller's):
-    a failed send leaves neither. With another queue the claims commit
-    first, outside any transaction (``TransactionManagementError`` inside
-    one, as for ``enqueue_claimed``); a failed ``send_many`` releases the
-    claims of every task not sent yet and re-raises, batches already sent
-    keep theirs.
+    a failed send leaves neither; the stock PostgreSQL queue in the claims'
+    database takes a single statement for the whole call. With another
+    queue the claims commit first, outside any transaction
+    (``TransactionManagementError`` inside one, as for ``enqueue_claimed``);
+    a failed ``send_many`` releases the claims of every task not sent yet
+    and re-raises, batches already sent keep theirs.
     """
     if not callable(getattr(queue, "send_many", None)):
         raise TypeError(f"queue must have a send_many(bodies) method, got {type(queue).__name__}")
-    pairs = _validated_items(items)
+    pairs, texts = _validated_items(items)
     validate_seconds(window_seconds, name="window_seconds")
     alias = resolve_alias(using)
     connection = connections[alias]
     keys = [key for key, _ in pairs]
     size = _batch_size(queue)
-    if _sends_in(queue, alias):
-        return _enqueue_in_database(queue, alias, pairs, window_seconds)
+    if sends_in_database(queue, alias, "send_many"):
+        bodies = _bodies_in_database(queue, pairs, texts, window_seconds)
+        if bodies is not None:
+            return _enqueue_in_database(queue, alias, keys, bodies, window_seconds)
     if getattr(queue, "transactional", False) is True:
         with transaction.atomic(using=alias):
             tokens = _claim_many(alias, list(dict.fromkeys(keys)), window_seconds)
@@ -152,54 +142,98 @@ def enqueue_claimed_many(
     return _by_position(keys, tokens)
 
 
-def _sends_in(queue: Any, alias: str) -> bool:
-    """Whether ``queue`` is a PostgreSQL queue in the claims' database,
-    whose messages one statement can insert with their claims."""
-    from .queues.postgres import PostgresQueue
+def _bodies_in_database(
+    queue: Any, pairs: Sequence[tuple[str, Any]], texts: Sequence[str], window_seconds: float
+) -> dict[str, tuple[str, str]] | None:
+    """Token and encoded body of each distinct key's first task, or ``None``
+    when ``send_many`` would raise for one (a bad option, a body too big),
+    so the claim-then-send path raises it exactly where it always does.
 
-    return isinstance(queue, PostgresQueue) and queue.database == alias
+    Bodies are put together from the task JSON validation made, byte for
+    byte what the queue's stock ``encode`` gives for the envelope."""
+    from .queues.base import BaseQueue
+
+    if any(message.is_serious() for message in queue.check()):
+        return None
+    stock = type(queue).encode is BaseQueue.encode
+    limit = queue.max_body_bytes
+    window = COMPACT_JSON.encode(window_seconds)
+    tokens = iter(fresh_tokens(len(pairs)))
+    first: dict[str, tuple[str, str]] = {}
+    for (key, task), text in zip(pairs, texts, strict=True):
+        if key in first:
+            continue
+        token = next(tokens)
+        try:
+            if stock:
+                body = (
+                    f'{{"key":{COMPACT_JSON.encode(key)},"claim":"{token}",'
+                    f'"windowSeconds":{window},"task":{text}}}'
+                )
+                size = len(body) if body.isascii() else len(body.encode("utf-8"))
+                if size > limit:
+                    return None
+            else:
+                body = queue.encode(envelope(key, token, window_seconds, task)).decode("utf-8")
+        except (TypeError, ValueError):  # ValueError covers UnicodeEncodeError
+            return None
+        first[key] = (token, body)
+    return first
 
 
 def _enqueue_in_database(
-    queue: Any, alias: str, pairs: Sequence[tuple[str, Any]], window_seconds: float
+    queue: Any,
+    alias: str,
+    keys: Sequence[str],
+    first: dict[str, tuple[str, str]],
+    window_seconds: float,
 ) -> list[str | None]:
-    """Claims and messages in one statement (``bulk_enqueue.sql``); tokens
-    are drawn here so each body is encoded, and checked, before it runs."""
-    problems = [m for m in queue.check() if m.is_serious()]
-    if problems:
-        raise ImproperlyConfigured(f"queue {queue.alias!r}: {problems[0].msg}")
-    first: dict[str, tuple[str, str]] = {}
-    for key, task in pairs:
-        if key not in first:
-            token = str(uuid.uuid4())
-            body = queue.encode(envelope(key, token, window_seconds, task)).decode("utf-8")
-            first[key] = (token, body)
-    keys = list(first)
+    """Claims and messages in one statement (``bulk_enqueue.sql``), in a
+    savepoint inside a transaction so a failure leaves it usable."""
     params = {
-        "keys": keys,
+        "keys": list(first),
         "tokens": [token for token, _ in first.values()],
         "bodies": [body for _, body in first.values()],
         "seconds": float(window_seconds),
         "queue": queue.queue_name,
     }
-    with bound_cursor(alias) as cursor:
-        cursor.execute(sqlfiles.read("taskclaim/bulk_enqueue.sql"), params, prepare=True)
-        claimed = {key for (key,) in cursor.fetchall()}
-    return _by_position([key for key, _ in pairs], {k: first[k][0] for k in claimed})
+    connection = connections[alias]
+    with transaction.atomic(using=alias) if connection.in_atomic_block else nullcontext():
+        rows = statements.run(alias, "taskclaim/bulk_enqueue.sql", params)
+    claimed = {key for (key,) in rows}
+    return _by_position(keys, {key: first[key][0] for key in claimed})
 
 
-def _validated_items(items: object) -> list[tuple[str, Any]]:
+#: The version-4 variant digit (``10xx``) for each random hex digit.
+_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
+
+
+def fresh_tokens(count: int) -> list[str]:
+    """``count`` random claim tokens: version-4 UUIDs from ``os.urandom``,
+    as ``uuid.uuid4()`` draws them, formatted without a ``UUID`` object
+    each (a thousand-key call spends less time on them)."""
+    data = os.urandom(16 * count).hex()
+    out: list[str] = []
+    for start in range(0, 32 * count, 32):
+        h = data[start : start + 32]
+        out.append(f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}")
+    return out
+
+
+def _validated_items(items: object) -> tuple[list[tuple[str, Any]], list[str]]:
+    """The ``(key, task)`` pairs and each task's compact JSON."""
     if isinstance(items, str | bytes) or not isinstance(items, Iterable):
         raise TypeError(f"items must be a list of (key, task) pairs, got {type(items).__name__}")
     pairs: list[tuple[str, Any]] = []
+    texts: list[str] = []
     for index, item in enumerate(items):
         if not isinstance(item, tuple | list) or len(item) != 2:
             raise TypeError(f"items[{index}] must be a (key, task) pair, got {item!r:.80}")
         key, task = item
         validate_key(key, name=f"items[{index}] key")
-        validate_task(task, name=f"items[{index}] task")
+        texts.append(validate_task(task, name=f"items[{index}] task"))
         pairs.append((key, task))
-    return pairs
+    return pairs, texts
 
 
 def _batch_size(queue: Any) -> int:
@@ -228,10 +262,7 @@ def _release_unsent(alias: str, unsent: Sequence[tuple[str, dict[str, Any]]], qu
     keys = [key for key, _ in unsent]
     tokens = [body["claim"] for _, body in unsent]
     try:
-        with connections[alias].cursor() as cursor:
-            cursor.execute(
-                sqlfiles.read("taskclaim/release_many.sql"), {"keys": keys, "tokens": tokens}
-            )
+        statements.run(alias, "taskclaim/release_many.sql", {"keys": keys, "tokens": tokens})
     except Exception:
         logger.error(
             "%d tasks: send failed, then releasing their claims failed; "

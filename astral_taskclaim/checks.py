@@ -12,7 +12,11 @@ E005       error    A configured ``TASKCLAIM_*_ROLE`` does not exist.
 E006       error    A ``TASKCLAIM_*`` setting has a wrong type or value.
 W007       warning  The server could not be inspected (the error is shown).
 E010       error    A ``TASKCLAIM_QUEUES`` entry cannot be loaded.
-E011-E019  per backend  A queue backend's own ``check()`` (see each backend).
+E011       error    A PostgreSQL queue's ``database`` option is not a PostgreSQL alias.
+E012       error    A queue backend lacks a required option.
+E013       error    A queue backend option has a wrong type or value.
+E014       error    A queue backend has an option it does not know (a typo).
+W018       warning  A PostgreSQL queue lives outside ``TASKCLAIM_DATABASE``.
 E020       error    A ``DbSlugField``'s ``source`` is not a text field.
 W021       warning  A ``DbSlugField`` is shorter than its source field.
 =========  =======  ==========================================================

@@ -22,13 +22,15 @@ import logging
 import math
 import re
 import uuid
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
 from django.db import DatabaseError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import sqlfiles
-from .conf import app_settings
+from . import statements
+
+if TYPE_CHECKING:
+    from .queues.postgres import PostgresQueue
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +42,10 @@ MAX_KEY_BYTES = 1024
 #: Longest window or delay, in seconds (about 3,170 years): far past any real
 #: window, well inside what PostgreSQL's ``timestamptz`` arithmetic accepts.
 MAX_SECONDS = 10**11
+
+#: The JSON encoding of message bodies: compact, UTF-8 text kept as it is
+#: (what ``JSON.stringify`` gives a TypeScript producer), strict numbers.
+COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 # A claim token as the table stores it: a hyphenated UUID, in either case.
 # (Explicit ranges: re.IGNORECASE would also fold some non-ASCII letters.)
@@ -99,10 +105,11 @@ def validate_token(token: object, *, name: str = "token") -> str:
     return token
 
 
-def validate_task(task: object, *, name: str = "task") -> None:
-    """Raises unless ``task`` encodes as strict JSON (no NaN or Infinity)."""
+def validate_task(task: object, *, name: str = "task") -> str:
+    """``task`` as compact JSON (the queues' encoding); raises unless it
+    encodes as strict JSON (no NaN or Infinity)."""
     try:
-        json.dumps(task, allow_nan=False)
+        return COMPACT_JSON.encode(task)
     except TypeError as error:
         raise TypeError(f"{name} is not JSON-serialisable: {error}") from None
     except ValueError as error:
@@ -112,7 +119,7 @@ def validate_task(task: object, *, name: str = "task") -> None:
 def resolve_alias(using: object) -> str:
     """The database alias to write claims on: ``using`` or the configured one."""
     if using is None:
-        return app_settings.DATABASE
+        return statements.configured_alias()
     if not isinstance(using, str) or using not in connections.settings:
         raise ValueError(f"using must name an entry of DATABASES, got {using!r}")
     return using
@@ -132,12 +139,6 @@ def in_transaction(connection: BaseDatabaseWrapper) -> bool:
     return not connection.get_autocommit()
 
 
-def _execute(alias: str, path: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-    with connections[alias].cursor() as cursor:
-        cursor.execute(sqlfiles.read(path), params)
-        return cursor.fetchall() if cursor.description else []
-
-
 def claim_task(key: str, *, window_seconds: float, using: str | None = None) -> str | None:
     """Claims ``key`` for ``window_seconds``.
 
@@ -147,8 +148,11 @@ def claim_task(key: str, *, window_seconds: float, using: str | None = None) -> 
     validate_key(key)
     validate_seconds(window_seconds, name="window_seconds")
     alias = resolve_alias(using)
-    rows = _execute(alias, "taskclaim/claim.sql", {"key": key, "seconds": window_seconds})
-    return str(rows[0][0]) if rows else None
+    # A float always, so one prepared statement serves int and float windows.
+    params = {"key": key, "seconds": float(window_seconds)}
+    rows = statements.run(alias, "taskclaim/claim.sql", params)
+    token: str | None = rows[0][0] if rows else None
+    return token
 
 
 def hold_task(
@@ -170,8 +174,8 @@ def hold_task(
     validate_seconds(delay_seconds, name="delay_seconds")
     validate_seconds(window_seconds, name="window_seconds")
     alias = resolve_alias(using)
-    held = delay_seconds + window_seconds
-    _execute(alias, "taskclaim/hold.sql", {"key": key, "token": token, "seconds": held})
+    held = float(delay_seconds + window_seconds)
+    statements.run(alias, "taskclaim/hold.sql", {"key": key, "token": token, "seconds": held})
 
 
 def release_task(key: str, token: str, *, using: str | None = None) -> None:
@@ -179,7 +183,7 @@ def release_task(key: str, token: str, *, using: str | None = None) -> None:
     validate_key(key)
     token = validate_token(token)
     alias = resolve_alias(using)
-    _execute(alias, "taskclaim/release.sql", {"key": key, "token": token})
+    statements.run(alias, "taskclaim/release.sql", {"key": key, "token": token})
 
 
 def envelope(key: str, token: str, window_seconds: float, task: Any) -> dict[str, Any]:
@@ -207,6 +211,11 @@ def enqueue_claimed(
     too, it is logged (``queue.claim_release_failed``) and the key stays
     claimed for the window.
 
+    On the PostgreSQL queue in the claims' database, claim and message go in
+    one statement (``taskclaim/enqueue.sql``) instead: they commit together,
+    so no failure can leave a claim without its message, and a held key
+    costs one read-only round trip.
+
     Inside ``transaction.atomic()`` only a queue whose ``transactional``
     attribute is true (one that writes its messages through the same
     database connection; a ``database`` attribute, if any, must be the
@@ -222,6 +231,7 @@ def enqueue_claimed(
         raise TypeError(f"queue must have a send(body) method, got {type(queue).__name__}")
     alias = resolve_alias(using)
     connection = connections[alias]
+    one_statement = _in_database_message(queue, alias, key, window_seconds, task)
     if in_transaction(connection):
         if getattr(queue, "transactional", False) is not True:
             raise transaction.TransactionManagementError(
@@ -239,11 +249,19 @@ def enqueue_claimed(
         # A savepoint, so a failed send takes the claim back with it and
         # leaves the caller's transaction usable.
         with transaction.atomic(using=alias):
+            if one_statement is not None:
+                return _claim_and_queue(alias, key, window_seconds, one_statement)
             token = claim_task(key, window_seconds=window_seconds, using=alias)
             if token is not None:
                 queue.send(envelope(key, token, window_seconds, task))
         return token
 
+    if one_statement is not None:
+        try:
+            return _claim_and_queue(alias, key, window_seconds, one_statement)
+        except Exception:
+            discard_broken_connection(connection)
+            raise
     token = claim_task(key, window_seconds=window_seconds, using=alias)
     if token is None:
         return None
@@ -266,6 +284,48 @@ def enqueue_claimed(
             discard_broken_connection(connection)
         raise
     return token
+
+
+def sends_in_database(queue: object, alias: str, method: str) -> TypeGuard[PostgresQueue]:
+    """Whether ``queue`` is a PostgreSQL queue in database ``alias`` whose
+    ``method`` (``"send"`` or ``"send_many"``) is the stock one, so a
+    statement can insert its messages together with their claims. A
+    subclass that overrides the method keeps it: it is called as usual."""
+    from .queues.postgres import PostgresQueue
+
+    return (
+        isinstance(queue, PostgresQueue)
+        and queue.database == alias
+        and getattr(type(queue), method) is getattr(PostgresQueue, method)
+    )
+
+
+def _in_database_message(
+    queue: object, alias: str, key: str, window_seconds: float, task: Any
+) -> dict[str, str] | None:
+    """The queue name, a fresh token and the encoded body for
+    ``taskclaim/enqueue.sql``, or ``None`` when the queue is not the stock
+    PostgreSQL queue of ``alias`` or its ``send`` would raise: a bad option,
+    or a body it rejects. The claim-then-send path then raises that error
+    at the point it always does (after a claim, never for a held key)."""
+    if not sends_in_database(queue, alias, "send"):
+        return None
+    if any(message.is_serious() for message in queue.check()):
+        return None
+    token = str(uuid.uuid4())
+    try:
+        body = queue.encode(envelope(key, token, window_seconds, task)).decode("utf-8")
+    except (TypeError, ValueError):
+        return None
+    return {"queue": queue.queue_name, "token": token, "body": body}
+
+
+def _claim_and_queue(
+    alias: str, key: str, window_seconds: float, message: dict[str, str]
+) -> str | None:
+    params = {"key": key, "seconds": float(window_seconds), **message}
+    rows = statements.run(alias, "taskclaim/enqueue.sql", params)
+    return message["token"] if rows else None
 
 
 def discard_broken_connection(connection: BaseDatabaseWrapper) -> None:

@@ -87,6 +87,21 @@ def schedule(schema_editor: BaseDatabaseSchemaEditor) -> None:
                     f"for {database} (no cron.schedule_in_database); skipping taskclaim jobs",
                 )
                 return
+            # pg_cron names jobs per user, and rescheduling a name keeps its
+            # database: a job left by a dropped database is replaced, one
+            # serving another live database is left alone (one app per cluster).
+            existing = conn.execute(sqlfiles.read("taskclaim/jobs/existing.sql")).fetchone()
+            if existing is not None and existing[0] != database:
+                if existing[1]:
+                    _skip(
+                        schema_editor,
+                        f"pg_cron job taskclaim-ttl already runs for database {existing[0]}; "
+                        f"one app database per cluster, skipping it for {database}",
+                    )
+                    return
+                conn.execute(
+                    sqlfiles.read("taskclaim/jobs/unschedule.sql"), {"database": existing[0]}
+                )
             conn.execute(sqlfiles.read("taskclaim/jobs/schedule_in_database.sql"), params)
     except psycopg.Error as error:
         _skip(

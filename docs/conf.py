@@ -29,7 +29,7 @@ django.setup()
 from astral_taskclaim import __version__  # noqa: E402
 
 project = "astral-taskclaim"
-copyright = "2026, astral-taskclaim developers"  # noqa: A001
+copyright = "2026, astral-taskclaim developers"
 release = __version__
 version = __version__
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from io import StringIO
 from pathlib import Path
 
+import psycopg
 import pytest
 from django.core.management import call_command
 from django.db import connection
@@ -34,8 +35,6 @@ def cron_jobs() -> list[tuple[object, ...]]:
     cron_database = fetch("SELECT current_setting('cron.database_name', true)")[0][0]
     if cron_database is None:
         return []
-    import psycopg
-
     params = connection.get_connection_params()
     params["dbname"] = cron_database
     for key in ("cursor_factory", "context", "prepare_threshold", "server_side_binding"):
@@ -154,3 +153,37 @@ def test_every_sql_file_is_used() -> None:
 def test_read_rejects_a_path_that_is_not_shipped() -> None:
     with pytest.raises(FileNotFoundError, match=r"nope\.sql"):
         sqlfiles.read("nope.sql")
+
+
+def _cron_connection() -> psycopg.Connection:
+    cron_database = fetch("SELECT current_setting('cron.database_name', true)")[0][0]
+    params = connection.get_connection_params()
+    params["dbname"] = cron_database
+    for key in ("cursor_factory", "context", "prepare_threshold", "server_side_binding"):
+        params.pop(key, None)
+    return psycopg.connect(**params, autocommit=True)
+
+
+def test_cron_job_of_another_live_database_is_kept_and_a_stale_one_replaced(
+    migrated_back: None,
+) -> None:
+    cron_database = fetch("SELECT current_setting('cron.database_name', true)")[0][0]
+    if cron_database in (None, connection.settings_dict["NAME"]):
+        pytest.skip("needs pg_cron running in another database of this server")
+    other = "taskclaim_cron_other"
+    call_command("migrate", "astral_taskclaim", "zero", verbosity=0)
+    with _cron_connection() as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {other}")
+        conn.execute(f"CREATE DATABASE {other}")
+        try:
+            conn.execute(
+                "SELECT cron.schedule_in_database('taskclaim-ttl', '15 * * * *', 'SELECT 1', %s)",
+                [other],
+            )
+            call_command("migrate", "astral_taskclaim", verbosity=0)
+            assert cron_jobs() == []  # skipped: the job serves a live database
+            call_command("migrate", "astral_taskclaim", "zero", verbosity=0)
+        finally:
+            conn.execute(f"DROP DATABASE {other}")
+    call_command("migrate", "astral_taskclaim", verbosity=0)
+    assert cron_jobs() == [(JOB_SCHEDULE, job_command(), connection.settings_dict["NAME"])]

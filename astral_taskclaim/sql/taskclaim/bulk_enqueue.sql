@@ -1,10 +1,12 @@
 -- enqueue_claimed_many() on the PostgreSQL queue: claims many distinct keys
--- (sorted by the caller) with the tokens given, and queues the message of
--- each key it claimed, in the caller's order, in one statement: claims and
--- messages commit together. Returns the keys claimed.
+-- with the tokens given (in bytewise order, as claim_many.sql does), and
+-- queues the message of each key it claimed, in the caller's order, in one
+-- statement: claims and messages commit together. Returns the keys claimed.
+-- The arrays come in binary (the b placeholders): bodies are JSON, full of
+-- quotes that text array syntax would have to escape.
 WITH item AS (
   SELECT key, token, body, position
-  FROM unnest(%(keys)s::text[], %(tokens)s::uuid[], %(bodies)s::text[])
+  FROM unnest(%(keys)b::text[], %(tokens)b::uuid[], %(bodies)b::text[])
     WITH ORDINALITY AS item (key, token, body, position)
 ), claimed AS (
   INSERT INTO taskclaim.claim AS c (key, expires_at, token)

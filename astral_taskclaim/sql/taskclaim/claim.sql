@@ -1,14 +1,24 @@
 -- claim_task(): claims a key for a window of seconds. Returns the fresh
 -- token, or no row while an unexpired claim holds the key. An expired row is
 -- replaced in place, so the key never needs a separate cleanup first.
+--
+-- Read first: a key an unexpired claim holds (most triggers: they coalesce)
+-- is answered from the statement's snapshot, so the INSERT gets no row, locks
+-- nothing and takes no transaction id, and its commit waits for no WAL
+-- flush. A free or expired key goes on to the upsert, whose ON CONFLICT
+-- WHERE is checked again on the newest row version once any concurrent
+-- claimer of the key has committed: of two racing claims, one wins.
 INSERT INTO taskclaim.claim AS c (key, expires_at, token)
-VALUES (
-  %(key)s,
+SELECT
+  %(key)s::text,
   CURRENT_TIMESTAMP + make_interval(secs => %(seconds)s::double precision),
   gen_random_uuid()
+WHERE NOT EXISTS (
+  SELECT FROM taskclaim.claim AS held
+  WHERE held.key = %(key)s::text AND held.expires_at >= CURRENT_TIMESTAMP
 )
 ON CONFLICT (key) DO UPDATE SET
   expires_at = EXCLUDED.expires_at,
   token = EXCLUDED.token
 WHERE c.expires_at < CURRENT_TIMESTAMP
-RETURNING token
+RETURNING token::text

@@ -1,0 +1,334 @@
+"""Cloudflare Queues over the REST API: push, HTTP pull and ack.
+
+::
+
+    TASKCLAIM_QUEUES = {
+        "default": {
+            "BACKEND": "astral_taskclaim.queues.cloudflare.CloudflareQueue",
+            "OPTIONS": {"account_id": "...", "queue_id": "...", "api_token": "..."},
+        },
+    }
+
+The queue needs an HTTP pull consumer and a token with Queues read and
+write. Bodies are sent with ``content_type: "json"``, exactly the bytes
+:meth:`BaseQueue.encode` produced; pulled ``json`` bodies arrive base64
+encoded and are decoded here. ``429`` and ``5xx`` answers (and network
+errors) are retried with exponential backoff, waiting what ``Retry-After``
+asks; other errors raise :class:`CloudflareError` with Cloudflare's codes.
+
+System checks: ``astral_taskclaim.E012`` (a required option is missing),
+``E013`` (an option has a wrong type or value), ``E014`` (unknown option).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import math
+import random
+import time
+from collections.abc import Sequence
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+from django.core import checks
+
+from .base import BaseQueue, MessageBatch, QueueError, ReceivedMessage
+from .remote import (
+    Option,
+    Secret,
+    batch_bodies,
+    batch_count,
+    chunks,
+    http_url,
+    integer,
+    number,
+    parse_options,
+    raise_problems,
+    wait_time,
+    whole_seconds,
+)
+from .remote import secret as secret_option
+from .remote import text as text_option
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "https://api.cloudflare.com/client/v4"
+#: Cloudflare's limit on the bodies of one ``/messages/batch`` call.
+MAX_BATCH_BYTES = 256 * 1024
+
+OPTIONS = {
+    "account_id": Option(text_option),
+    "queue_id": Option(text_option),
+    "api_token": Option(secret_option, secret=True),
+    "base_url": Option(http_url, default=DEFAULT_BASE_URL),
+    "visibility_timeout_ms": Option(integer(1, 43_200_000), default=30_000),
+    "timeout": Option(number(0, 600, low_open=True), default=30.0),
+    "poll_interval": Option(number(0, 60, low_open=True), default=1.0),
+    "request_retries": Option(integer(0, 20), default=4),
+    "backoff_seconds": Option(number(0, 60), default=0.5),
+    "max_backoff_seconds": Option(number(0, 3600), default=60.0),
+}
+_CHECK_IDS = {"missing": "E012", "invalid": "E013", "unknown": "E014"}
+
+
+class CloudflareError(QueueError):
+    """Cloudflare refused a call: ``status`` (``None`` for a network error)
+    and ``errors``, Cloudflare's ``(code, message)`` pairs."""
+
+    def __init__(
+        self, message: str, *, status: int | None, errors: list[tuple[int | None, str]]
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.errors = errors
+
+
+class CloudflareQueue(BaseQueue):
+    """A Cloudflare queue with an HTTP pull consumer.
+
+    Options: ``account_id``, ``queue_id``, ``api_token`` (required);
+    ``base_url``; ``visibility_timeout_ms`` (lease of a pulled batch,
+    default 30000); ``timeout`` (seconds per request, default 30);
+    ``poll_interval`` (seconds between pulls while ``receive`` waits,
+    default 1); ``request_retries`` (default 4), ``backoff_seconds``
+    (first backoff, doubling, default 0.5) and ``max_backoff_seconds``
+    (longest wait, also for ``Retry-After``; default 60).
+    """
+
+    max_batch_size = 100
+    max_body_bytes = 128 * 1024
+
+    def __init__(self, alias: str, *, options: dict[str, Any] | None = None) -> None:
+        super().__init__(alias, options=options)
+        if isinstance(self.options.get("api_token"), str):
+            # Keep the raw token out of ``self.options``, where it could be dumped.
+            self.options["api_token"] = Secret(self.options["api_token"])
+        self._client: httpx.Client | None = None
+        self._sleep = time.sleep
+
+    # Configuration
+
+    def _problems(self) -> tuple[dict[str, Any], list[Any]]:
+        owner = f"TASKCLAIM_QUEUES[{self.alias!r}]['OPTIONS']"
+        return parse_options(owner, self.options, OPTIONS)
+
+    def _config(self) -> dict[str, Any]:
+        config, problems = self._problems()
+        raise_problems(problems)
+        return config
+
+    def check(self) -> list[checks.CheckMessage]:
+        """E012-E014 for missing, invalid and unknown options."""
+        _, problems = self._problems()
+        return [
+            checks.Error(problem.message, id=f"astral_taskclaim.{_CHECK_IDS[problem.kind]}")
+            for problem in problems
+        ]
+
+    def close(self) -> None:
+        """Closes the HTTP connection pool; the next call opens a new one."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    # Sending
+
+    def send(self, body: Any, *, delay_seconds: float = 0) -> None:
+        """Pushes ``body`` (``POST .../messages``), after ``delay_seconds``
+        (rounded up to whole seconds, at most 43200)."""
+        delay = whole_seconds(delay_seconds, self.max_delay_seconds)
+        self._post("", _message(self.encode(body), delay))
+
+    def send_many(self, bodies: Sequence[Any]) -> None:
+        """Pushes at most 100 ``bodies`` with one ``POST .../messages/batch``;
+        every body is checked first. Bodies over 256 KB in all (Cloudflare's
+        batch limit) are split over several calls, which is then not atomic."""
+        batch_bodies(f"queue {self.alias!r}", bodies, self.max_batch_size)
+        encoded = [self.encode(body) for body in bodies]
+        for chunk in chunks(encoded, self.max_batch_size, MAX_BATCH_BYTES):
+            self._post(
+                "/batch", b'{"messages":[' + b",".join(_message(d, 0) for d in chunk) + b"]}"
+            )
+
+    # Receiving and settling
+
+    def receive(self, *, max_messages: int, wait_seconds: float = 0) -> MessageBatch:
+        """Pulls up to ``max_messages`` (1-100); pulls again every
+        ``poll_interval`` until one arrives or ``wait_seconds`` pass."""
+        count = batch_count(max_messages, self.max_batch_size)
+        deadline = time.monotonic() + wait_time(wait_seconds)
+        config = self._config()
+        request = {"batch_size": count, "visibility_timeout_ms": config["visibility_timeout_ms"]}
+        while True:
+            result = self._post("/pull", json.dumps(request).encode())
+            pulled = (result or {}).get("messages") or []
+            messages = [self._decode(message) for message in pulled]
+            remaining = deadline - time.monotonic()
+            if messages or remaining <= 0:
+                logger.debug(
+                    "%s pulled %d messages",
+                    self.alias,
+                    len(messages),
+                    extra={"event": "queue.received", "queue": self.alias, "count": len(messages)},
+                )
+                return MessageBatch(self.alias, messages)
+            self._sleep(min(config["poll_interval"], remaining))
+
+    def settle(self, messages: Sequence[ReceivedMessage]) -> None:
+        """One ``POST .../messages/ack`` with the batch's acks and retries."""
+        acks: list[dict[str, Any]] = []
+        retries: list[dict[str, Any]] = []
+        for message in messages:
+            if message.settlement is None:
+                continue
+            if not isinstance(message.receipt, str):
+                raise ValueError(f"message {message.id!r} was not received from a CloudflareQueue")
+            if message.settlement == "ack":
+                acks.append({"lease_id": message.receipt})
+            else:
+                delay = whole_seconds(message.delay_seconds, self.max_delay_seconds)
+                retries.append({"lease_id": message.receipt, "delay_seconds": delay})
+        if acks or retries:
+            self._post("/ack", json.dumps({"acks": acks, "retries": retries}).encode())
+
+    def _decode(self, message: dict[str, Any]) -> ReceivedMessage:
+        metadata = message.get("metadata") or {}
+        content_type = metadata.get("CF-Content-Type", "json")
+        raw = message.get("body")
+        body: Any = raw
+        try:
+            if content_type == "json":
+                body = json.loads(base64.b64decode(raw or "", validate=True))
+            elif content_type == "bytes":
+                body = base64.b64decode(raw or "", validate=True)
+            elif content_type != "text":
+                raise ValueError(f"content type {content_type!r} cannot be decoded outside Workers")
+        except (ValueError, binascii.Error) as error:
+            body = raw
+            logger.warning(
+                "%s message %s has an undecodable body: %s",
+                self.alias,
+                message.get("id"),
+                error,
+                extra={"event": "queue.body_undecodable", "queue": self.alias},
+            )
+        return ReceivedMessage(
+            body=body,
+            attempts=int(message.get("attempts") or 1),
+            receipt=message.get("lease_id"),
+            id=str(message.get("id", "")),
+        )
+
+    # HTTP
+
+    def _post(self, action: str, content: bytes) -> Any:
+        config = self._config()
+        token: Secret = config["api_token"]
+        if self._client is None:
+            self._client = httpx.Client(
+                timeout=config["timeout"],
+                headers={
+                    "Authorization": f"Bearer {token.reveal()}",
+                    "Content-Type": "application/json",
+                },
+            )
+        account, queue_id = quote(config["account_id"], safe=""), quote(config["queue_id"], safe="")
+        url = f"{config['base_url']}/accounts/{account}/queues/{queue_id}/messages{action}"
+        where = f"Cloudflare queue {self.alias!r} (messages{action})"
+        for attempt in range(config["request_retries"] + 1):
+            retry_after: float | None = None
+            try:
+                response = self._client.post(url, content=content)
+            except httpx.TransportError as error:
+                status, failure = None, f"{type(error).__name__}: {error}"
+            else:
+                status = response.status_code
+                if status < 400:
+                    return _result(response, where, token)
+                if status != 429 and status < 500:
+                    raise _error(response, where, token)
+                failure = _describe(response)
+                retry_after = _retry_after(response.headers.get("Retry-After"))
+            if attempt == config["request_retries"]:
+                break
+            backoff = min(config["backoff_seconds"] * 2**attempt, config["max_backoff_seconds"])
+            wait = retry_after if retry_after is not None else backoff * random.uniform(0.5, 1)  # noqa: S311
+            if wait > config["max_backoff_seconds"]:
+                message = f"{where}: asked to wait {wait:g} s (over max_backoff_seconds): {failure}"
+                raise CloudflareError(token.redact(message), status=status, errors=[])
+            logger.warning(
+                "%s: %s; retrying in %.2f s",
+                where,
+                token.redact(failure),
+                wait,
+                extra={
+                    "event": "queue.request_retry",
+                    "queue": self.alias,
+                    "status": status,
+                    "attempt": attempt + 1,
+                    "wait_seconds": wait,
+                },
+            )
+            self._sleep(wait)
+        message = f"{where}: gave up after {attempt + 1} attempts: {failure}"
+        raise CloudflareError(token.redact(message), status=status, errors=[])
+
+
+def _message(data: bytes, delay: int) -> bytes:
+    # ``data`` is already JSON: embed it as is, so what was measured is sent.
+    head = b'{"content_type":"json",' + (b'"delay_seconds":%d,' % delay if delay else b"")
+    return head + b'"body":' + data + b"}"
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds a ``Retry-After`` header asks for (a number or an HTTP date)."""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        pass
+    else:
+        return max(seconds, 0.0) if math.isfinite(seconds) else None
+    try:
+        return max(parsedate_to_datetime(value).timestamp() - time.time(), 0.0)
+    except (TypeError, ValueError):
+        return None
+
+
+def _errors(response: httpx.Response) -> list[tuple[int | None, str]]:
+    try:
+        errors = response.json().get("errors") or []
+        return [(error.get("code"), str(error.get("message", ""))) for error in errors]
+    except (ValueError, AttributeError):
+        return []
+
+
+def _describe(response: httpx.Response) -> str:
+    errors = _errors(response)
+    detail = "; ".join(f"{code} {message}" for code, message in errors) or response.reason_phrase
+    return f"HTTP {response.status_code}: {detail}"
+
+
+def _error(response: httpx.Response, where: str, token: Secret) -> CloudflareError:
+    message = token.redact(f"{where}: {_describe(response)}")
+    return CloudflareError(message, status=response.status_code, errors=_errors(response))
+
+
+def _result(response: httpx.Response, where: str, token: Secret) -> Any:
+    try:
+        payload = response.json()
+    except ValueError:
+        raise CloudflareError(
+            f"{where}: HTTP {response.status_code} with a body that is not JSON",
+            status=response.status_code,
+            errors=[],
+        ) from None
+    if not isinstance(payload, dict) or payload.get("success") is False:
+        raise _error(response, where, token)
+    return payload.get("result")

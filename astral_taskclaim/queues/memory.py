@@ -1,0 +1,216 @@
+"""An in-memory queue for tests and development.
+
+Same semantics as the PostgreSQL queue: leases with a visibility timeout,
+``attempts`` counted per delivery, delays on send and retry, an ack or
+retry skipped when its lease ran out and was taken by another delivery.
+Process-local and thread-safe: every instance with the same ``queue_name``
+in a process shares one store, so a producer thread and a worker thread
+(each with its own ``queues[alias]`` instance) see the same messages.
+Nothing survives the process.
+
+::
+
+    TASKCLAIM_QUEUES = {
+        "default": {"BACKEND": "astral_taskclaim.queues.memory.MemoryQueue"},
+    }
+
+Options: ``queue_name`` (default: the alias), ``visibility_timeout``
+(seconds, default 60). It is not ``transactional``: sends happen at once,
+whatever the caller's transaction does later.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.core import checks
+
+from .base import MAX_DELAY_SECONDS, BaseQueue, MessageBatch, ReceivedMessage
+from .local_options import OptionProblems, batch_size_argument, delay_argument, wait_argument
+
+logger = logging.getLogger(__name__)
+
+OPTIONS = frozenset({"queue_name", "visibility_timeout"})
+DEFAULT_VISIBILITY_TIMEOUT = 60.0
+MAX_QUEUE_NAME_BYTES = 1024
+
+
+@dataclass
+class _Entry:
+    id: int
+    body: str
+    attempts: int
+    visible_at: float
+    lease: str | None = None
+
+
+class MemoryStore:
+    """The messages of one queue name; ``clock`` (seconds, monotonic) can
+    be replaced in tests to move time forward without waiting."""
+
+    def __init__(self) -> None:
+        self.condition = threading.Condition()
+        self.entries: dict[int, _Entry] = {}
+        self.ids = itertools.count(1)
+        self.clock: Callable[[], float] = time.monotonic
+
+    def add(self, bodies: Sequence[str], delay: float) -> None:
+        with self.condition:
+            visible_at = self.clock() + delay
+            for body in bodies:
+                entry = _Entry(next(self.ids), body, 0, visible_at)
+                self.entries[entry.id] = entry
+            self.condition.notify_all()
+
+
+_stores: dict[str, MemoryStore] = {}
+_stores_lock = threading.Lock()
+
+
+def store_for(queue_name: str) -> MemoryStore:
+    """The process's store for ``queue_name``, created on first use."""
+    with _stores_lock:
+        return _stores.setdefault(queue_name, MemoryStore())
+
+
+def reset() -> None:
+    """Forgets every in-memory queue's messages (between tests)."""
+    with _stores_lock:
+        _stores.clear()
+
+
+class MemoryQueue(BaseQueue):
+    """A process-local queue (see the module docstring)."""
+
+    def __init__(self, alias: str, *, options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(alias, options=options)
+        problems = OptionProblems(alias)
+        problems.unknown(self.options, OPTIONS)
+        self.queue_name = problems.queue_name(self.options, max_bytes=MAX_QUEUE_NAME_BYTES)
+        self.visibility_timeout = problems.seconds(
+            self.options,
+            "visibility_timeout",
+            DEFAULT_VISIBILITY_TIMEOUT,
+            maximum=MAX_DELAY_SECONDS,
+        )
+        self._problems = problems
+
+    @property
+    def store(self) -> MemoryStore:
+        """This queue's shared store (looked up each time, so :func:`reset`
+        takes effect on existing instances)."""
+        self._problems.raise_first()
+        return store_for(self.queue_name)
+
+    def check(self) -> list[checks.CheckMessage]:
+        """E013 (a bad value) and E014 (unknown option)."""
+        return list(self._problems.messages)
+
+    def send(self, body: Any, *, delay_seconds: float = 0) -> None:
+        """Queues ``body``, visible after ``delay_seconds``."""
+        delay = delay_argument(delay_seconds, self.max_delay_seconds)
+        self.store.add([self.encode(body).decode("utf-8")], delay)
+
+    def send_many(self, bodies: Sequence[Any]) -> None:
+        """Queues ``bodies`` in order: all of them or, on a bad one, none."""
+        if len(bodies) > self.max_batch_size:
+            raise ValueError(
+                f"queue {self.alias!r}: {len(bodies)} bodies, over the batch limit of "
+                f"{self.max_batch_size}"
+            )
+        texts = [self.encode(body).decode("utf-8") for body in bodies]
+        self.store.add(texts, 0)
+
+    def receive(self, *, max_messages: int, wait_seconds: float = 0) -> MessageBatch:
+        """Leases up to ``max_messages`` visible messages, oldest due first;
+        waits up to ``wait_seconds`` for the first."""
+        limit = batch_size_argument(max_messages, self.max_batch_size)
+        wait = wait_argument(wait_seconds)
+        store = self.store
+        deadline = time.monotonic() + wait
+        with store.condition:
+            while True:
+                now = store.clock()
+                due = sorted(
+                    (e for e in store.entries.values() if e.visible_at <= now),
+                    key=lambda e: (e.visible_at, e.id),
+                )[:limit]
+                remaining = deadline - time.monotonic()
+                if due or remaining <= 0:
+                    return MessageBatch(self.name, self._lease(due, now))
+                pending = [e.visible_at - now for e in store.entries.values()]
+                store.condition.wait(min([remaining, *pending]))
+
+    def _lease(self, due: list[_Entry], now: float) -> list[ReceivedMessage]:
+        lease = str(uuid.uuid4())
+        received = []
+        for entry in due:
+            entry.attempts += 1
+            entry.lease = lease
+            entry.visible_at = now + self.visibility_timeout
+            body = json.loads(entry.body)  # a fresh copy for every delivery
+            received.append(
+                ReceivedMessage(body, entry.attempts, receipt=(entry.id, lease), id=str(entry.id))
+            )
+        return received
+
+    def settle(self, messages: Sequence[ReceivedMessage]) -> None:
+        """Applies the recorded acks and retries; stale ones are skipped."""
+        decided = [m for m in messages if m.settlement is not None]
+        if not decided:
+            return
+        for message in decided:
+            _check_receipt(message)
+        store = self.store
+        stale = 0
+        with store.condition:
+            now = store.clock()
+            for message in decided:
+                id_, lease = message.receipt
+                entry = store.entries.get(id_)
+                if entry is None or entry.lease != lease:
+                    stale += 1
+                elif message.settlement == "ack":
+                    del store.entries[id_]
+                else:
+                    entry.lease = None
+                    entry.visible_at = now + float(message.delay_seconds)
+            store.condition.notify_all()
+        if stale:
+            logger.warning(
+                "%s: %d settlements skipped: their lease ran out and the messages were "
+                "delivered again",
+                *(self.alias, stale),
+                extra={"event": "queue.settle_stale", "queue": self.alias, "stale": stale},
+            )
+
+    def count(self) -> int:
+        """Messages in the queue, leased and delayed ones included."""
+        store = self.store
+        with store.condition:
+            return len(store.entries)
+
+    def purge(self) -> None:
+        """Deletes every message of this queue."""
+        store = self.store
+        with store.condition:
+            store.entries.clear()
+
+
+def _check_receipt(message: ReceivedMessage) -> None:
+    receipt = message.receipt
+    if not (
+        isinstance(receipt, tuple)
+        and len(receipt) == 2
+        and isinstance(receipt[0], int)
+        and isinstance(receipt[1], str)
+    ):
+        raise ValueError(f"message {message.id!r} was not received from a MemoryQueue")

@@ -1,0 +1,311 @@
+"""The PostgreSQL queue: messages in ``taskclaim.message``, next to the claims.
+
+The default backend; no other service is needed::
+
+    TASKCLAIM_QUEUES = {
+        "default": {
+            "BACKEND": "astral_taskclaim.queues.postgres.PostgresQueue",
+            "OPTIONS": {"visibility_timeout": 60, "poll_interval": 2},
+        },
+    }
+
+- ``send`` inserts a row through the Django connection of ``database``, so
+  it joins the caller's transaction: ``enqueue_claimed`` inside
+  ``transaction.atomic()`` commits the claim and the message together, or
+  neither (``transactional = True``).
+- ``receive`` leases up to ``max_messages`` visible rows in one statement
+  (``FOR UPDATE SKIP LOCKED``, so consumers never wait on each other),
+  counts the delivery in ``attempts`` and hides them for
+  ``visibility_timeout`` seconds. A consumer that dies loses nothing: when
+  its lease runs out the message is delivered again.
+- ``settle`` costs one statement for all acks (delete) and one for all
+  retries (visible again after each delay), in one transaction. A
+  settlement whose lease ran out and was taken by another delivery is
+  skipped and logged (``queue.settle_stale``): raise ``visibility_timeout``
+  above a batch's run time.
+- An idle ``receive(wait_seconds=...)`` sleeps on ``LISTEN
+  "taskclaim.<queue_name>"`` (a trigger NOTIFYs on insert) and wakes when
+  the next delayed message is due; it polls every ``poll_interval``
+  seconds as well, and only polls with ``listen`` off (for a pooler in
+  transaction mode, where LISTEN does not work).
+
+Options: ``database`` (alias, default ``TASKCLAIM_DATABASE``; the table
+lives in that database, so another alias must reach the same one, and
+``send`` then joins transactions of that alias only), ``queue_name``
+(default: the alias; at most 53 bytes), ``visibility_timeout`` (seconds,
+default 60), ``poll_interval`` (seconds, default 2), ``listen`` (default
+``True``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import psycopg
+from django.core import checks
+from django.db import connections, transaction
+from psycopg import sql
+
+from .. import sqlfiles
+from ..conf import app_settings
+from .base import MAX_DELAY_SECONDS, BaseQueue, MessageBatch, ReceivedMessage
+from .local_options import OptionProblems, batch_size_argument, delay_argument, wait_argument
+
+logger = logging.getLogger(__name__)
+
+OPTIONS = frozenset({"database", "queue_name", "visibility_timeout", "poll_interval", "listen"})
+DEFAULT_VISIBILITY_TIMEOUT = 60.0
+DEFAULT_POLL_INTERVAL = 2.0
+#: The NOTIFY channel is ``taskclaim.<queue_name>``: 10 bytes of prefix and
+#: the name must fit PostgreSQL's 63-byte identifiers.
+MAX_QUEUE_NAME_BYTES = 53
+CHANNEL_PREFIX = "taskclaim."
+# A due message another consumer is leasing right now is free again within
+# milliseconds; look again after this pause rather than a whole poll.
+MIN_PAUSE = 0.05
+# Connection parameters Django adds that psycopg.connect() does not take.
+_DJANGO_ONLY = ("cursor_factory", "context", "prepare_threshold", "server_side_binding")
+
+
+class PostgresQueue(BaseQueue):
+    """A queue in ``taskclaim.message`` (see the module docstring)."""
+
+    transactional = True
+
+    def __init__(self, alias: str, *, options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(alias, options=options)
+        problems = OptionProblems(alias)
+        problems.unknown(self.options, OPTIONS)
+        self.database = self._database_option(problems)
+        self.queue_name = problems.queue_name(self.options, max_bytes=MAX_QUEUE_NAME_BYTES)
+        self.visibility_timeout = problems.seconds(
+            self.options,
+            "visibility_timeout",
+            DEFAULT_VISIBILITY_TIMEOUT,
+            maximum=MAX_DELAY_SECONDS,
+        )
+        self.poll_interval = problems.seconds(
+            self.options, "poll_interval", DEFAULT_POLL_INTERVAL, maximum=3600
+        )
+        self.listen = problems.flag(self.options, "listen", True)
+        self._problems = problems
+        self._listener: psycopg.Connection[Any] | None = None
+
+    def _database_option(self, problems: OptionProblems) -> str:
+        claims_alias = app_settings.DATABASE
+        value = self.options.get("database", claims_alias)
+        if not isinstance(value, str) or value not in connections.settings:
+            problems.error("E011", f"database must name an entry of DATABASES, got {value!r}")
+            return claims_alias
+        engine = str(connections.settings[value].get("ENGINE", ""))
+        if not engine.startswith("django.db.backends.postgresql"):
+            problems.error("E011", f"database {value!r} is not PostgreSQL ({engine})")
+        elif value != claims_alias:
+            problems.warning(
+                "W018",
+                f"database {value!r} is not TASKCLAIM_DATABASE ({claims_alias!r})",
+                hint="The queue's table lives in TASKCLAIM_DATABASE's database: point this "
+                "alias at the same database. Its sends join transactions of this alias only.",
+            )
+        return value
+
+    @property
+    def channel(self) -> str:
+        """The NOTIFY channel consumers of this queue listen on."""
+        return CHANNEL_PREFIX + self.queue_name
+
+    def check(self) -> list[checks.CheckMessage]:
+        """E011 (``database``), E013 (a bad value), E014 (unknown option),
+        W018 (``database`` is not ``TASKCLAIM_DATABASE``)."""
+        return list(self._problems.messages)
+
+    def _execute(self, path: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        self._problems.raise_first()
+        with connections[self.database].cursor() as cursor:
+            cursor.execute(sqlfiles.read(path), params)
+            return cursor.fetchall() if cursor.description else []
+
+    def send(self, body: Any, *, delay_seconds: float = 0) -> None:
+        """Inserts ``body`` (visible after ``delay_seconds``) in the caller's
+        transaction, if any."""
+        delay = delay_argument(delay_seconds, self.max_delay_seconds)
+        text = self.encode(body).decode("utf-8")
+        params = {"queue": self.queue_name, "body": text, "delay": delay}
+        self._execute("queue/send.sql", params)
+
+    def send_many(self, bodies: Sequence[Any]) -> None:
+        """Inserts ``bodies`` in one statement, in order: all or none."""
+        if len(bodies) > self.max_batch_size:
+            raise ValueError(
+                f"queue {self.alias!r}: {len(bodies)} bodies, over the batch limit of "
+                f"{self.max_batch_size}"
+            )
+        texts = [self.encode(body).decode("utf-8") for body in bodies]
+        if texts:
+            self._execute("queue/send_many.sql", {"queue": self.queue_name, "bodies": texts})
+
+    def receive(self, *, max_messages: int, wait_seconds: float = 0) -> MessageBatch:
+        """Leases up to ``max_messages`` messages; waits up to
+        ``wait_seconds`` (NOTIFY or polling) for the first."""
+        limit = batch_size_argument(max_messages, self.max_batch_size)
+        wait = wait_argument(wait_seconds)
+        self._problems.raise_first()
+        deadline = time.monotonic() + wait
+        # LISTEN before looking, so a message sent in between still wakes us.
+        listening = wait > 0 and self.listen and self._ensure_listener()
+        while True:
+            messages = self._lease(limit)
+            remaining = deadline - time.monotonic()
+            if messages or remaining <= 0:
+                return MessageBatch(self.name, messages)
+            pause = min(remaining, self.poll_interval)
+            due_in = self._next_visible()
+            if due_in is not None:
+                pause = min(pause, max(due_in, MIN_PAUSE))
+            if listening:
+                listening = self._await_notify(pause)
+            else:
+                time.sleep(pause)
+
+    def _lease(self, limit: int) -> list[ReceivedMessage]:
+        lease = str(uuid.uuid4())
+        params = {
+            "queue": self.queue_name,
+            "limit": limit,
+            "lease": lease,
+            "visibility": self.visibility_timeout,
+        }
+        rows = self._execute("queue/receive.sql", params)
+        return [
+            ReceivedMessage(
+                body=_decode(body), attempts=attempts, receipt=(id_, lease), id=str(id_)
+            )
+            for id_, body, attempts in rows
+        ]
+
+    def _next_visible(self) -> float | None:
+        rows = self._execute("queue/next_visible.sql", {"queue": self.queue_name})
+        value = rows[0][0] if rows else None
+        return None if value is None else float(value)
+
+    def settle(self, messages: Sequence[ReceivedMessage]) -> None:
+        """Deletes the acked and delays the retried messages: at most three
+        statements (ack, retry, NOTIFY for retries due at once), one
+        transaction."""
+        acks: list[tuple[int, str]] = []
+        retries: list[tuple[int, str, float]] = []
+        for message in messages:
+            if message.settlement is None:
+                continue
+            id_, lease = _receipt(message)
+            if message.settlement == "ack":
+                acks.append((id_, lease))
+            else:
+                retries.append((id_, lease, float(message.delay_seconds)))
+        if not acks and not retries:
+            return
+        self._problems.raise_first()
+        settled = 0
+        with (
+            transaction.atomic(using=self.database),
+            connections[self.database].cursor() as cursor,
+        ):
+            if acks:
+                params: dict[str, list[Any]] = {
+                    "ids": [id_ for id_, _ in acks],
+                    "leases": [lease for _, lease in acks],
+                }
+                cursor.execute(sqlfiles.read("queue/ack.sql"), params)
+                settled += cursor.rowcount
+            if retries:
+                delays = [delay for _, _, delay in retries]
+                params = {
+                    "ids": [id_ for id_, _, _ in retries],
+                    "leases": [lease for _, lease, _ in retries],
+                    "delays": delays,
+                }
+                cursor.execute(sqlfiles.read("queue/retry.sql"), params)
+                settled += cursor.rowcount
+                if any(delay == 0 for delay in delays):
+                    cursor.execute(sqlfiles.read("queue/notify.sql"), {"channel": self.channel})
+        stale = len(acks) + len(retries) - settled
+        if stale:
+            logger.warning(
+                "%s: %d settlements skipped: their lease ran out and the messages were "
+                "delivered again; raise visibility_timeout above a batch's run time",
+                *(self.alias, stale),
+                extra={"event": "queue.settle_stale", "queue": self.alias, "stale": stale},
+            )
+
+    def _ensure_listener(self) -> bool:
+        if self._listener is not None and not self._listener.closed:
+            return True
+        self._listener = None
+        params = connections[self.database].get_connection_params()
+        for name in _DJANGO_ONLY:
+            params.pop(name, None)
+        try:
+            listener = psycopg.connect(**params, autocommit=True)
+            listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+        except psycopg.Error as error:
+            self._listen_failed(error)
+            return False
+        self._listener = listener
+        return True
+
+    def _await_notify(self, seconds: float) -> bool:
+        """Waits up to ``seconds`` for a NOTIFY; ``False`` if the listening
+        connection broke (the caller polls instead)."""
+        assert self._listener is not None
+        try:
+            for _ in self._listener.notifies(timeout=seconds, stop_after=1):
+                pass
+        except psycopg.Error as error:
+            self._listen_failed(error)
+            self.close()
+            return False
+        return True
+
+    def _listen_failed(self, error: psycopg.Error) -> None:
+        logger.warning(
+            "%s: cannot LISTEN (%s); polling every %s s",
+            *(self.alias, type(error).__name__, self.poll_interval),
+            extra={"event": "queue.listen_failed", "queue": self.alias},
+        )
+
+    def close(self) -> None:
+        """Closes the LISTEN connection (Django closes its own)."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            try:
+                listener.close()
+            except psycopg.Error:
+                logger.debug("closing the LISTEN connection failed", exc_info=True)
+
+
+def _receipt(message: ReceivedMessage) -> tuple[int, str]:
+    receipt = message.receipt
+    if (
+        not isinstance(receipt, tuple)
+        or len(receipt) != 2
+        or not isinstance(receipt[0], int)
+        or not isinstance(receipt[1], str)
+    ):
+        raise ValueError(f"message {message.id!r} was not received from a PostgresQueue")
+    return receipt[0], receipt[1]
+
+
+def _decode(body: str) -> Any:
+    # The table's CHECK keeps bodies valid JSON, but valid JSON may nest
+    # deeper than Python's decoder goes: such a body (or one written around
+    # the CHECK) reaches the consumer as text, which consume_claimed acks as
+    # malformed.
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return body

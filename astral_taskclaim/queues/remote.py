@@ -1,0 +1,213 @@
+"""What the remote backends (Cloudflare, SQS) share: checking their
+``OPTIONS`` and the queue methods' arguments, and keeping secrets out of sight.
+
+A backend declares its options as a mapping of name to :class:`Option`;
+:func:`parse_options` returns the values with defaults filled in and a list
+of :class:`OptionProblem` (missing, invalid, unknown). The backend's
+``check()`` turns the problems into system-check errors with its own ids,
+and its run-time code raises :class:`~django.core.exceptions.ImproperlyConfigured`
+with the same text, so both say exactly the same thing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
+
+from django.core.exceptions import ImproperlyConfigured
+
+REQUIRED: Any = object()
+"""Default of an option that must be given."""
+
+REDACTED = "[redacted]"
+
+
+class Secret:
+    """A credential whose ``repr``/``str`` never show it; :meth:`reveal` does."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        """The credential itself, for the one call that needs it."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"Secret({REDACTED!r})"
+
+    __str__ = __repr__
+
+    def redact(self, text: str) -> str:
+        """``text`` with every occurrence of the credential replaced."""
+        return text.replace(self._value, REDACTED) if self._value else text
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: a validator returning the clean value (or raising
+    ``ValueError`` saying what is expected), a default, and whether its
+    value must never be echoed in messages."""
+
+    validate: Callable[[Any], Any]
+    default: Any = REQUIRED
+    secret: bool = False
+
+
+class OptionProblem(NamedTuple):
+    """What is wrong with one option, and how to say it."""
+
+    kind: Literal["missing", "invalid", "unknown"]
+    message: str
+
+
+def text(value: Any) -> str:
+    """A non-empty string."""
+    if not isinstance(value, str) or not value:
+        raise ValueError("must be a non-empty string")
+    return value
+
+
+def secret(value: Any) -> Secret:
+    """A non-empty string, kept as a :class:`Secret`."""
+    if isinstance(value, Secret):
+        text(value.reveal())
+        return value
+    return Secret(text(value))
+
+
+def http_url(value: Any) -> str:
+    """An ``http://`` or ``https://`` URL, without a trailing slash."""
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+        raise ValueError("must be an http:// or https:// URL")
+    return value.rstrip("/")
+
+
+def number(low: float, high: float, *, low_open: bool = False) -> Callable[[Any], float]:
+    """A finite int or float in ``[low, high]`` (``(low, high]`` if ``low_open``)."""
+    interval = f"{'(' if low_open else '['}{low:g}, {high:g}]"
+
+    def validate(value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"must be a number in {interval}")
+        if not math.isfinite(value) or value > high or value < low or (low_open and value == low):
+            raise ValueError(f"must be a number in {interval}")
+        return float(value)
+
+    return validate
+
+
+def integer(low: int, high: int) -> Callable[[Any], int]:
+    """An int (not a bool) in ``[low, high]``."""
+
+    def validate(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(f"must be an integer in [{low}, {high}]")
+        return value
+
+    return validate
+
+
+def optional(validate: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``validate``, letting ``None`` through (an option left to a default chain)."""
+
+    def check(value: Any) -> Any:
+        return None if value is None else validate(value)
+
+    return check
+
+
+def parse_options(
+    owner: str, options: Mapping[str, Any], spec: Mapping[str, Option]
+) -> tuple[dict[str, Any], list[OptionProblem]]:
+    """The clean values of ``options`` per ``spec``, and what is wrong.
+
+    ``owner`` names the setting in messages, e.g.
+    ``TASKCLAIM_QUEUES['jobs']['OPTIONS']``. Secret values are never echoed.
+    """
+    values: dict[str, Any] = {}
+    problems: list[OptionProblem] = []
+    for name, option in spec.items():
+        if name not in options or (options[name] is None and option.default is REQUIRED):
+            if option.default is REQUIRED:
+                problems.append(OptionProblem("missing", f"{owner}[{name!r}] is required"))
+            values[name] = None if option.default is REQUIRED else option.default
+            continue
+        value = options[name]
+        try:
+            values[name] = option.validate(value)
+        except ValueError as error:
+            kind = "str" if isinstance(value, Secret) else type(value).__name__
+            shown = f"a {kind}" if option.secret else repr(value)
+            problems.append(OptionProblem("invalid", f"{owner}[{name!r}] {error}, got {shown}"))
+            values[name] = None
+    for name in options:
+        if name not in spec:
+            known = ", ".join(sorted(spec))
+            problems.append(
+                OptionProblem("unknown", f"{owner} has unknown option {name!r}; known: {known}")
+            )
+    return values, problems
+
+
+def raise_problems(problems: list[OptionProblem]) -> None:
+    """``ImproperlyConfigured`` listing ``problems``, if there are any."""
+    if problems:
+        raise ImproperlyConfigured("; ".join(problem.message for problem in problems))
+
+
+# Arguments of the queue methods, checked the same way by every remote backend.
+
+
+def whole_seconds(delay: Any, limit: int) -> int:
+    """``delay`` (a number in ``[0, limit]``) rounded up to whole seconds:
+    a remote queue counts in seconds, and a retry must never come early."""
+    if isinstance(delay, bool) or not isinstance(delay, int | float):
+        raise TypeError(f"delay_seconds must be a number, got {delay!r}")
+    if not 0 <= delay <= limit:
+        raise ValueError(f"delay_seconds must be in [0, {limit}], got {delay}")
+    return math.ceil(delay)
+
+
+def batch_count(max_messages: Any, limit: int) -> int:
+    """``max_messages``, an int in ``[1, limit]``."""
+    if isinstance(max_messages, bool) or not isinstance(max_messages, int):
+        raise TypeError(f"max_messages must be an int, got {max_messages!r}")
+    if not 1 <= max_messages <= limit:
+        raise ValueError(f"max_messages must be in [1, {limit}], got {max_messages}")
+    return max_messages
+
+
+def batch_bodies(owner: str, bodies: Any, limit: int) -> None:
+    """``bodies`` of ``send_many``: a sequence of at most ``limit`` items."""
+    if isinstance(bodies, str | bytes) or not hasattr(bodies, "__len__"):
+        raise TypeError(f"{owner}: send_many needs a sequence of bodies, got {bodies!r:.80}")
+    if len(bodies) > limit:
+        raise ValueError(f"{owner}: {len(bodies)} bodies, over the batch limit of {limit}")
+
+
+def wait_time(value: Any) -> float:
+    """``wait_seconds`` of ``receive``: a finite number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"wait_seconds must be a number, got {value!r}")
+    if not 0 <= value < math.inf:
+        raise ValueError(f"wait_seconds must be finite and >= 0, got {value}")
+    return float(value)
+
+
+def chunks(items: list[bytes], count: int, size: int) -> Iterator[list[bytes]]:
+    """``items`` in order, in runs of at most ``count`` items and ``size``
+    bytes (an item bigger than ``size`` goes alone)."""
+    chunk: list[bytes] = []
+    total = 0
+    for item in items:
+        if chunk and (len(chunk) == count or total + len(item) > size):
+            yield chunk
+            chunk, total = [], 0
+        chunk.append(item)
+        total += len(item)
+    if chunk:
+        yield chunk

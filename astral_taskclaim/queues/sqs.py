@@ -1,0 +1,350 @@
+"""Amazon SQS with boto3.
+
+::
+
+    TASKCLAIM_QUEUES = {
+        "default": {
+            "BACKEND": "astral_taskclaim.queues.sqs.SQSQueue",
+            "OPTIONS": {
+                "queue_url": "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs",
+                "region_name": "eu-west-1",
+            },
+        },
+    }
+
+Credentials come from the options or, when those are not given, from
+boto3's standard chain (environment, shared files, instance roles). Bodies
+are the JSON text :meth:`BaseQueue.encode` produced, unchanged; ``attempts``
+is ``ApproximateReceiveCount``. A retry changes the message's visibility,
+so its delay may reach 12 hours, while a new message can be delayed 900 s
+at most (``DelaySeconds``).
+
+System checks: ``astral_taskclaim.E012`` (a required option is missing),
+``E013`` (an option has a wrong type or value, or only half the key pair
+is given), ``E014`` (unknown option).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+from django.core import checks
+
+from .base import BaseQueue, MessageBatch, QueueError, ReceivedMessage
+from .remote import (
+    Option,
+    OptionProblem,
+    Secret,
+    batch_bodies,
+    batch_count,
+    chunks,
+    http_url,
+    integer,
+    optional,
+    parse_options,
+    raise_problems,
+    secret,
+    text,
+    wait_time,
+    whole_seconds,
+)
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+logger = logging.getLogger(__name__)
+
+#: Longest ``DelaySeconds`` of a new message.
+MAX_SEND_DELAY_SECONDS = 900
+#: Longest long poll of one ``ReceiveMessage`` call.
+MAX_WAIT_TIME_SECONDS = 10
+#: SQS's limit on the bodies of one ``SendMessageBatch`` call.
+MAX_BATCH_BYTES = 256 * 1024
+
+OPTIONS = {
+    "queue_url": Option(http_url),
+    "region_name": Option(optional(text), default=None),
+    "endpoint_url": Option(optional(http_url), default=None),
+    "aws_access_key_id": Option(optional(secret), default=None, secret=True),
+    "aws_secret_access_key": Option(optional(secret), default=None, secret=True),
+    "aws_session_token": Option(optional(secret), default=None, secret=True),
+    "wait_time_seconds": Option(integer(0, MAX_WAIT_TIME_SECONDS), default=MAX_WAIT_TIME_SECONDS),
+    "visibility_timeout": Option(optional(integer(0, 43_200)), default=None),
+}
+_SECRETS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
+_CHECK_IDS = {"missing": "E012", "invalid": "E013", "unknown": "E014"}
+# Characters SQS refuses in a body; they can only occur inside JSON strings,
+# where a \\u escape denotes the same text.
+_NOT_ALLOWED = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """An SQS receipt handle and when it was received (``time.monotonic``)."""
+
+    handle: str
+    received_at: float
+
+
+class SQSQueue(BaseQueue):
+    """An SQS standard queue.
+
+    Options: ``queue_url`` (required); ``region_name``, ``endpoint_url``,
+    ``aws_access_key_id`` with ``aws_secret_access_key`` (and
+    ``aws_session_token``), each left to boto3 when not given;
+    ``wait_time_seconds`` (longest long poll per call, 0-10, default 10);
+    ``visibility_timeout`` (seconds a received message stays leased,
+    default the queue's own).
+    """
+
+    max_batch_size = 10
+    max_body_bytes = 256 * 1024
+
+    def __init__(self, alias: str, *, options: dict[str, Any] | None = None) -> None:
+        super().__init__(alias, options=options)
+        for name in _SECRETS:
+            if isinstance(self.options.get(name), str):
+                self.options[name] = Secret(self.options[name])
+        self._client: SQSClient | None = None
+
+    # Configuration
+
+    def _problems(self) -> tuple[dict[str, Any], list[OptionProblem]]:
+        owner = f"TASKCLAIM_QUEUES[{self.alias!r}]['OPTIONS']"
+        config, problems = parse_options(owner, self.options, OPTIONS)
+        if (config["aws_access_key_id"] is None) != (config["aws_secret_access_key"] is None):
+            problems.append(
+                OptionProblem(
+                    "invalid",
+                    f"{owner} needs both aws_access_key_id and aws_secret_access_key, or neither",
+                )
+            )
+        return config, problems
+
+    def check(self) -> list[checks.CheckMessage]:
+        """E012-E014 for missing, invalid and unknown options."""
+        _, problems = self._problems()
+        return [
+            checks.Error(problem.message, id=f"astral_taskclaim.{_CHECK_IDS[problem.kind]}")
+            for problem in problems
+        ]
+
+    def close(self) -> None:
+        """Closes the client's connections; the next call opens new ones."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def _connect(self) -> tuple[SQSClient, dict[str, Any]]:
+        config, problems = self._problems()
+        raise_problems(problems)
+        if self._client is None:
+            keys = {name: config[name].reveal() for name in _SECRETS if config[name] is not None}
+            # The read timeout must outlast the longest long poll.
+            timeouts = Config(
+                connect_timeout=10,
+                read_timeout=config["wait_time_seconds"] + 20,
+                retries={"mode": "standard"},
+            )
+            try:
+                session = boto3.session.Session(region_name=config["region_name"], **keys)
+                self._client = session.client(
+                    "sqs", endpoint_url=config["endpoint_url"], config=timeouts
+                )
+            except BotoCoreError as error:
+                raise QueueError(f"SQS queue {self.alias!r}: {error}") from error
+        return self._client, config
+
+    def _call(self, operation: str, call: Callable[..., Any], **kwargs: Any) -> Any:
+        try:
+            return call(**kwargs)
+        except ClientError as error:
+            details = error.response.get("Error", {})
+            code, message = _unwrap(str(details.get("Code", "")), str(details.get("Message", "")))
+            raise QueueError(
+                self._redact(f"SQS queue {self.alias!r}: {operation}: {code}: {message}")
+            ) from error
+        except BotoCoreError as error:
+            raise QueueError(
+                self._redact(f"SQS queue {self.alias!r}: {operation}: {error}")
+            ) from error
+
+    def _redact(self, message: str) -> str:
+        for name in _SECRETS:
+            value = self.options.get(name)
+            if isinstance(value, Secret):
+                message = value.redact(message)
+        return message
+
+    # Sending
+
+    def send(self, body: Any, *, delay_seconds: float = 0) -> None:
+        """``SendMessage``; ``delay_seconds`` (rounded up) at most 900."""
+        delay = whole_seconds(delay_seconds, self.max_delay_seconds)
+        if delay > MAX_SEND_DELAY_SECONDS:
+            raise ValueError(
+                f"queue {self.alias!r}: SQS delays a new message at most "
+                f"{MAX_SEND_DELAY_SECONDS} s, got {delay_seconds}; longer delays are for retries"
+            )
+        data = _sqs_text(self.encode(body))
+        client, config = self._connect()
+        self._call(
+            "SendMessage",
+            client.send_message,
+            QueueUrl=config["queue_url"],
+            MessageBody=data,
+            DelaySeconds=delay,
+        )
+
+    def send_many(self, bodies: Sequence[Any]) -> None:
+        """Sends at most 10 ``bodies`` with one ``SendMessageBatch``; every
+        body is checked first. Bodies over 256 KB in all (SQS's batch limit)
+        are split over several calls, which is then not atomic."""
+        batch_bodies(f"queue {self.alias!r}", bodies, self.max_batch_size)
+        encoded = [self.encode(body) for body in bodies]
+        client, config = self._connect()
+        for chunk in chunks(encoded, self.max_batch_size, MAX_BATCH_BYTES):
+            entries = [
+                {"Id": str(index), "MessageBody": _sqs_text(data)}
+                for index, data in enumerate(chunk)
+            ]
+            response = self._call(
+                "SendMessageBatch",
+                client.send_message_batch,
+                QueueUrl=config["queue_url"],
+                Entries=entries,
+            )
+            self._raise_failed("SendMessageBatch", response)
+
+    # Receiving and settling
+
+    def receive(self, *, max_messages: int, wait_seconds: float = 0) -> MessageBatch:
+        """``ReceiveMessage`` with long polling, at most ``wait_time_seconds``
+        per call, until a message arrives or ``wait_seconds`` pass."""
+        count = batch_count(max_messages, self.max_batch_size)
+        deadline = time.monotonic() + wait_time(wait_seconds)
+        client, config = self._connect()
+        request: dict[str, Any] = {
+            "QueueUrl": config["queue_url"],
+            "MaxNumberOfMessages": count,
+            "AttributeNames": ["ApproximateReceiveCount"],
+        }
+        if config["visibility_timeout"] is not None:
+            request["VisibilityTimeout"] = config["visibility_timeout"]
+        while True:
+            remaining = deadline - time.monotonic()
+            poll = min(math.ceil(max(remaining, 0)), config["wait_time_seconds"])
+            response = self._call(
+                "ReceiveMessage", client.receive_message, WaitTimeSeconds=poll, **request
+            )
+            received_at = time.monotonic()
+            messages = [self._decode(item, received_at) for item in response.get("Messages", [])]
+            if messages or deadline - time.monotonic() <= 0:
+                return MessageBatch(self.alias, messages)
+
+    def settle(self, messages: Sequence[ReceivedMessage]) -> None:
+        """``DeleteMessageBatch`` for the acks and
+        ``ChangeMessageVisibilityBatch`` for the retries, 10 per call."""
+        client, config = self._connect()
+        now = time.monotonic()
+        acks: list[dict[str, Any]] = []
+        retries: list[dict[str, Any]] = []
+        for index, message in enumerate(messages):
+            receipt = message.receipt
+            if message.settlement is None:
+                continue
+            if not isinstance(receipt, Receipt):
+                raise ValueError(f"message {message.id!r} was not received from an SQSQueue")
+            if message.settlement == "ack":
+                acks.append({"Id": str(index), "ReceiptHandle": receipt.handle})
+            elif message.settlement == "retry":
+                delay = whole_seconds(message.delay_seconds, self.max_delay_seconds)
+                # SQS counts its 12-hour visibility limit from the receive.
+                room = self.max_delay_seconds - math.ceil(now - receipt.received_at)
+                entry = {"Id": str(index), "ReceiptHandle": receipt.handle}
+                retries.append({**entry, "VisibilityTimeout": max(min(delay, room), 0)})
+        failed: list[str] = []
+        for start in range(0, len(acks), self.max_batch_size):
+            response = self._call(
+                "DeleteMessageBatch",
+                client.delete_message_batch,
+                QueueUrl=config["queue_url"],
+                Entries=acks[start : start + self.max_batch_size],
+            )
+            failed += _failures(response, messages)
+        for start in range(0, len(retries), self.max_batch_size):
+            response = self._call(
+                "ChangeMessageVisibilityBatch",
+                client.change_message_visibility_batch,
+                QueueUrl=config["queue_url"],
+                Entries=retries[start : start + self.max_batch_size],
+            )
+            failed += _failures(response, messages)
+        if failed:
+            logger.error(
+                "%s: %d messages not settled: %s",
+                self.alias,
+                len(failed),
+                "; ".join(failed),
+                extra={"event": "queue.settle_failed", "queue": self.alias},
+            )
+            raise QueueError(f"SQS queue {self.alias!r}: not settled: {'; '.join(failed)}")
+
+    def _decode(self, item: dict[str, Any], received_at: float) -> ReceivedMessage:
+        raw = item.get("Body", "")
+        try:
+            body: Any = json.loads(raw)
+        except ValueError as error:
+            body = raw
+            logger.warning(
+                "%s message %s is not JSON: %s",
+                self.alias,
+                item.get("MessageId"),
+                error,
+                extra={"event": "queue.body_undecodable", "queue": self.alias},
+            )
+        attempts = int(item.get("Attributes", {}).get("ApproximateReceiveCount", 1))
+        return ReceivedMessage(
+            body=body,
+            attempts=attempts,
+            receipt=Receipt(item["ReceiptHandle"], received_at),
+            id=str(item.get("MessageId", "")),
+        )
+
+    def _raise_failed(self, operation: str, response: dict[str, Any]) -> None:
+        failed = [
+            f"{entry.get('Code')}: {entry.get('Message')}" for entry in response.get("Failed", [])
+        ]
+        if failed:
+            raise QueueError(f"SQS queue {self.alias!r}: {operation}: {'; '.join(failed)}")
+
+
+def _sqs_text(data: bytes) -> str:
+    return _NOT_ALLOWED.sub(lambda match: f"\\u{ord(match[0]):04x}", data.decode("utf-8"))
+
+
+def _failures(response: dict[str, Any], messages: Sequence[ReceivedMessage]) -> list[str]:
+    return [
+        f"{messages[int(entry['Id'])].id}: {entry.get('Code')}: {entry.get('Message')}"
+        for entry in response.get("Failed", [])
+    ]
+
+
+def _unwrap(code: str, message: str) -> tuple[str, str]:
+    """Code and message of an error some servers send as an XML document."""
+    if "<Code>" in message:
+        found_code = re.search(r"<Code>(.*?)</Code>", message)
+        found_message = re.search(r"<Message>(.*?)</Message>", message, re.DOTALL)
+        code = found_code[1] if found_code else code
+        message = found_message[1] if found_message else message
+    return code, message

@@ -1,0 +1,273 @@
+"""Claimed tasks: a run function, the queue it is consumed from, and how.
+
+In an installed app's ``tasks`` module (imported when Django starts)::
+
+    from astral_taskclaim.tasks import RetryAfter, claimed_task
+
+    @claimed_task(queue="refresh", max_retries=3, window_seconds=300)
+    def refresh_project(task):
+        response = client.refresh(task["id"])
+        if response.status_code == 429:
+            raise RetryAfter(int(response.headers["Retry-After"]) * 1000)
+        response.raise_for_status()
+
+    refresh_project.enqueue(f"project:{project.pk}", {"id": project.pk})
+
+and ``manage.py consume_claimed refresh`` runs it. A queue has exactly one
+consumer task, as a queue's consumer has one ``parse``/``run`` in the
+TypeScript package: its messages carry no task name, so the queue says which
+task they are for. Registering a second task (another name) on a queue
+raises ``ImproperlyConfigured``; give each task its own queue.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+
+from django.core.exceptions import ImproperlyConfigured
+
+if TYPE_CHECKING:
+    from .consume import ConsumeSummary
+    from .queues import MessageBatch
+
+T = TypeVar("T")
+
+RetryAfterMs = Callable[[BaseException], object]
+
+
+class RetryAfter(Exception):
+    """Raised by a task to fail this attempt and ask for a retry no sooner
+    than ``retry_after_ms`` milliseconds (e.g. an HTTP ``Retry-After``).
+
+    The wait replaces the backoff when it is longer; like the backoff it is
+    capped at 12 hours and, when the attempts are used up, the task gives up
+    anyway. Every claimed task honours it.
+    """
+
+    def __init__(self, retry_after_ms: float, message: str = "") -> None:
+        if isinstance(retry_after_ms, bool) or not isinstance(retry_after_ms, int | float):
+            raise TypeError(f"retry_after_ms must be a number, got {retry_after_ms!r}")
+        if not (math.isfinite(retry_after_ms) and retry_after_ms >= 0):
+            raise ValueError(f"retry_after_ms must be a finite number from 0, got {retry_after_ms}")
+        super().__init__(message or f"retry after {retry_after_ms} ms")
+        self.retry_after_ms = retry_after_ms
+
+
+def requested_retry_after_ms(exception: BaseException) -> float | None:
+    """The wait a :class:`RetryAfter` asks for; ``None`` for other errors."""
+    return exception.retry_after_ms if isinstance(exception, RetryAfter) else None
+
+
+def _accept(task: Any) -> Any:
+    return task
+
+
+class ClaimedTask(Generic[T]):
+    """A registered run function; calling it runs the task directly.
+
+    ``parse`` turns a message's task into what ``run`` takes, returning
+    ``None`` (or raising) for one it cannot run; the default accepts any
+    task but JSON ``null``. ``retry_after_ms`` maps a failure to the wait it
+    asks for; it is consulted before :class:`RetryAfter`, which is always
+    honoured.
+    """
+
+    def __init__(
+        self,
+        run: Callable[[T], object],
+        *,
+        queue: str,
+        max_retries: int,
+        parse: Callable[[Any], T | None] | None,
+        retry_after_ms: RetryAfterMs | None,
+        name: str | None,
+        window_seconds: float | None,
+    ) -> None:
+        from .claims import validate_seconds
+
+        if not callable(run):
+            raise TypeError(f"a claimed task must decorate a function, got {run!r}")
+        if not isinstance(queue, str) or not queue:
+            raise ValueError(f"queue must be a non-empty str, got {queue!r}")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"max_retries must be an int from 0, got {max_retries!r}")
+        for label, function in (("parse", parse), ("retry_after_ms", retry_after_ms)):
+            if function is not None and not callable(function):
+                raise TypeError(f"{label} must be callable, got {function!r}")
+        if name is not None and (not isinstance(name, str) or not name):
+            raise ValueError(f"name must be a non-empty str, got {name!r}")
+        if name is None and not hasattr(run, "__qualname__"):
+            raise TypeError(f"{run!r} is not a function and has no name of its own: give name=...")
+        if window_seconds is not None:
+            validate_seconds(window_seconds, name="window_seconds")
+        self.run = run
+        self.queue = queue
+        self.max_retries = max_retries
+        self.parse: Callable[[Any], T | None] = parse or _accept
+        self.custom_retry_after_ms = retry_after_ms
+        self.name = name or f"{run.__module__}.{run.__qualname__}"  # type: ignore[attr-defined]
+        self.window_seconds = window_seconds
+        functools.update_wrapper(self, run)
+
+    def __repr__(self) -> str:
+        return f"<ClaimedTask {self.name} on queue {self.queue!r}>"
+
+    def __call__(self, task: T) -> object:
+        return self.run(task)
+
+    def retry_after_ms(self, exception: BaseException) -> object:
+        """The wait ``exception`` asks for, in milliseconds, or ``None``."""
+        if self.custom_retry_after_ms is not None:
+            requested = self.custom_retry_after_ms(exception)
+            if requested is not None:
+                return requested
+        return requested_retry_after_ms(exception)
+
+    def enqueue(
+        self,
+        key: str,
+        task: Any,
+        *,
+        window_seconds: float | None = None,
+        using: str | None = None,
+    ) -> str | None:
+        """``enqueue_claimed(queues[self.queue], key, task, ...)``: the claim
+        token, or ``None`` while a claim holds ``key``. ``window_seconds``
+        defaults to the task's."""
+        from .claims import enqueue_claimed
+        from .queues import queues
+
+        window = self.window_seconds if window_seconds is None else window_seconds
+        if window is None:
+            raise ValueError(
+                f"{self.name}.enqueue() needs window_seconds (the task declares no default)"
+            )
+        return enqueue_claimed(queues[self.queue], key, task, window_seconds=window, using=using)
+
+    def consume(self, batch: MessageBatch, *, using: str | None = None) -> ConsumeSummary:
+        """Runs ``batch`` through ``consume_claimed`` with this task's options."""
+        from .consume import consume_claimed
+
+        return consume_claimed(
+            batch,
+            parse=self.parse,
+            run=self.run,
+            max_retries=self.max_retries,
+            retry_after_ms=self.retry_after_ms,
+            using=using,
+        )
+
+
+class TaskRegistry:
+    """Claimed tasks by queue alias: one task per queue."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, ClaimedTask[Any]] = {}
+        self._lock = threading.Lock()
+
+    def register(self, task: ClaimedTask[Any]) -> ClaimedTask[Any]:
+        """Adds ``task``; the same name again (a re-import) replaces it."""
+        with self._lock:
+            current = self._tasks.get(task.queue)
+            if current is not None and current.name != task.name:
+                raise ImproperlyConfigured(
+                    f"queue {task.queue!r} already has claimed task {current.name}; cannot "
+                    f"register {task.name} too: a queue has one consumer task, so give it "
+                    "its own queue"
+                )
+            self._tasks[task.queue] = task
+        return task
+
+    def unregister(self, queue: str) -> None:
+        """Removes the task of ``queue``, if any."""
+        with self._lock:
+            self._tasks.pop(queue, None)
+
+    def get(self, queue: str) -> ClaimedTask[Any]:
+        """The task of ``queue``; ``LookupError`` listing the registered ones."""
+        with self._lock:
+            task = self._tasks.get(queue)
+            known = self.describe()
+        if task is None:
+            raise LookupError(f"no claimed task is registered for queue {queue!r}; {known}")
+        return task
+
+    def describe(self) -> str:
+        """``registered: queue → task, ...`` (or that there are none)."""
+        if not self._tasks:
+            return "no claimed tasks are registered (is the app's tasks module imported?)"
+        pairs = (f"{queue} → {task.name}" for queue, task in sorted(self._tasks.items()))
+        return "registered: " + ", ".join(pairs)
+
+    def __iter__(self) -> Iterator[ClaimedTask[Any]]:
+        with self._lock:
+            return iter(list(self._tasks.values()))
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    @overload
+    def task(self, run: Callable[[T], object], /) -> ClaimedTask[T]: ...
+
+    @overload
+    def task(
+        self,
+        run: None = None,
+        /,
+        *,
+        queue: str = ...,
+        max_retries: int = ...,
+        parse: Callable[[Any], T | None] | None = ...,
+        retry_after_ms: RetryAfterMs | None = ...,
+        name: str | None = ...,
+        window_seconds: float | None = ...,
+    ) -> Callable[[Callable[[T], object]], ClaimedTask[T]]: ...
+
+    def task(
+        self,
+        run: Callable[[T], object] | None = None,
+        /,
+        *,
+        queue: str = "default",
+        max_retries: int = 3,
+        parse: Callable[[Any], T | None] | None = None,
+        retry_after_ms: RetryAfterMs | None = None,
+        name: str | None = None,
+        window_seconds: float | None = None,
+    ) -> ClaimedTask[T] | Callable[[Callable[[T], object]], ClaimedTask[T]]:
+        """Decorator registering a run function as a claimed task (see
+        :class:`ClaimedTask`); usable bare or with options."""
+
+        def decorate(function: Callable[[T], object]) -> ClaimedTask[T]:
+            task = ClaimedTask(
+                function,
+                queue=queue,
+                max_retries=max_retries,
+                parse=parse,
+                retry_after_ms=retry_after_ms,
+                name=name,
+                window_seconds=window_seconds,
+            )
+            self.register(task)
+            return task
+
+        return decorate if run is None else decorate(run)
+
+
+#: The registry ``claimed_task`` and ``manage.py consume_claimed`` use.
+registry = TaskRegistry()
+
+#: ``@claimed_task(queue=..., max_retries=3, parse=None, retry_after_ms=None,
+#: name=None, window_seconds=None)``: registers on :data:`registry`.
+claimed_task = registry.task
+
+
+def autodiscover() -> None:
+    """Imports every installed app's ``tasks`` module (done at start-up)."""
+    from django.utils.module_loading import autodiscover_modules
+
+    autodiscover_modules("tasks")

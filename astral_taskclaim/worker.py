@@ -1,0 +1,320 @@
+"""The worker loop behind ``manage.py consume_claimed``.
+
+:class:`Worker` receives a batch, runs it through the queue's claimed task
+(``consume_claimed``) message by message, and settles the whole batch with
+one ``settle()`` call. It can be used without the command (in a thread, in
+tests)::
+
+    worker = Worker("refresh", batch_size=10, burst=True)
+    stats = worker.run()
+
+Shutdown is two-stage. :meth:`Worker.stop` (what the first SIGTERM or
+SIGINT calls) lets the running message finish, settles the batch and
+returns; the batch's messages not yet run are retried at once, so another
+worker gets them (their next delivery counts one more attempt). A second
+signal exits the process at once (status 128 + signal): its leased messages
+come back when their leases run out.
+
+Database and queue errors (a restarted server, a network blip) do not stop
+the worker: it closes its connections and tries again with exponential
+backoff (0.5 s to 30 s), logging ``worker.database_error``. Nothing is
+lost: a message whose settlement could not be written is delivered again
+when its lease runs out. Each batch logs one line on
+``astral_taskclaim.worker`` with ``extra={"event": "worker.batch", ...}``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+import psycopg
+from django.db import Error as DjangoDatabaseError
+from django.db import close_old_connections, connections
+
+from .consume import ConsumeSummary
+from .queues import BaseQueue, MessageBatch, QueueError, ReceivedMessage, create_queue
+from .tasks import ClaimedTask, registry
+
+logger = logging.getLogger(__name__)
+
+#: Errors after which the worker reconnects and tries again.
+RECOVERABLE = (DjangoDatabaseError, psycopg.Error, QueueError)
+FIRST_BACKOFF = 0.5
+MAX_BACKOFF = 30.0
+#: Pause after an empty receive that did not wait (``wait=0``), so an idle
+#: worker does not spin.
+IDLE_PAUSE = 1.0
+#: Tries to write a batch's settlement before leaving it to lease expiry.
+SETTLE_TRIES = 5
+
+
+@dataclass
+class WorkerStats:
+    """What a worker did so far."""
+
+    batches: int = 0
+    received: int = 0
+    ok: int = 0
+    retried: int = 0
+    failed: int = 0
+    malformed: int = 0
+    unparseable: int = 0
+    claim_write_failures: int = 0
+    #: Messages received but not run (shutdown or a database error), retried at once.
+    returned: int = 0
+    database_errors: int = 0
+    #: The delay of every retry, in seconds.
+    retry_delays: list[float] = field(default_factory=list)
+
+    def add(self, summary: ConsumeSummary) -> None:
+        """Adds one ``consume_claimed`` summary."""
+        self.ok += summary.ok
+        self.retried += summary.retried
+        self.failed += summary.failed
+        self.malformed += summary.malformed
+        self.unparseable += summary.unparseable
+        self.claim_write_failures += summary.claim_write_failures
+        self.retry_delays.extend(summary.retry_delays)
+
+
+class Worker:
+    """Consumes queue ``queue`` (a ``TASKCLAIM_QUEUES`` alias) with its
+    registered claimed task.
+
+    ``batch_size``: most messages per receive. ``wait``: seconds one receive
+    waits for a message; with ``burst`` the worker returns after a receive
+    that waited this long for nothing (the queue is drained: delayed
+    retries stay queued). ``max_messages``: return after receiving this
+    many. ``task`` and ``backend`` override the registry and
+    ``TASKCLAIM_QUEUES`` (tests). Raises ``LookupError`` when no task is
+    registered for the queue, ``ImproperlyConfigured`` for an unknown
+    queue, ``TypeError``/``ValueError`` for a bad argument.
+    """
+
+    def __init__(
+        self,
+        queue: str,
+        *,
+        batch_size: int = 10,
+        wait: float = 1.0,
+        burst: bool = False,
+        max_messages: int | None = None,
+        task: ClaimedTask[Any] | None = None,
+        backend: BaseQueue | None = None,
+        using: str | None = None,
+        exit: Callable[[int], object] = os._exit,
+    ) -> None:
+        self.backend = backend if backend is not None else create_queue(queue)
+        self.task = task if task is not None else registry.get(queue)
+        self.batch_size = _count("batch_size", batch_size, maximum=self.backend.max_batch_size)
+        if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait < 1e9:
+            raise ValueError(f"wait must be a number of seconds from 0, got {wait!r}")
+        self.wait = float(wait)
+        self.burst = bool(burst)
+        self.max_messages = None if max_messages is None else _count("max_messages", max_messages)
+        self.queue = queue
+        self.using = using
+        self.stats = WorkerStats()
+        self._exit = exit
+        self._stop = threading.Event()
+        self._backoff = FIRST_BACKOFF
+
+    def __repr__(self) -> str:
+        return f"<Worker {self.queue!r} task={self.task.name}>"
+
+    @property
+    def stopping(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stop.is_set()
+
+    def stop(self) -> None:
+        """Finishes the running message, settles the batch, then :meth:`run`
+        returns. Safe from a signal handler or another thread."""
+        self._stop.set()
+
+    def handle_signal(self, signum: int, frame: FrameType | None = None) -> None:
+        """First call: :meth:`stop`. Second: exit the process at once."""
+        name = signal.Signals(signum).name
+        if self._stop.is_set():
+            logger.warning("%s again: exiting at once", name, extra={"event": "worker.forced_exit"})
+            sys.stderr.flush()
+            self._exit(128 + signum)
+            return
+        logger.info(
+            "%s: finishing the current message, then stopping (again to exit at once)",
+            name,
+            extra={"event": "worker.stopping", "queue": self.queue},
+        )
+        self.stop()
+
+    @contextmanager
+    def signal_handlers(self) -> Iterator[None]:
+        """SIGTERM and SIGINT call :meth:`handle_signal` inside the block
+        (main thread only)."""
+        previous = {sig: signal.signal(sig, self.handle_signal) for sig in _SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def run(self) -> WorkerStats:
+        """Consumes until stopped, drained (``burst``) or ``max_messages``
+        are received; returns the stats."""
+        logger.info(
+            "consuming %s with %s",
+            self.queue,
+            self.task.name,
+            extra={"event": "worker.started", "queue": self.queue, "task": self.task.name},
+        )
+        try:
+            while not self._stop.is_set():
+                limit = self.batch_size
+                if self.max_messages is not None:
+                    limit = min(limit, self.max_messages - self.stats.received)
+                    if limit <= 0:
+                        break
+                batch = self._receive(limit)
+                if batch is None:
+                    break
+                if batch.messages:
+                    self._process(batch)
+                    close_old_connections()
+        finally:
+            self.backend.close()
+        logger.info(
+            "stopped consuming %s: %d received, %d ok, %d retried, %d failed",
+            *(self.queue, self.stats.received, self.stats.ok, self.stats.retried),
+            self.stats.failed,
+            extra={"event": "worker.stopped", "queue": self.queue},
+        )
+        return self.stats
+
+    def _receive(self, limit: int) -> MessageBatch | None:
+        """The next non-empty batch, or ``None`` to stop."""
+        while not self._stop.is_set():
+            try:
+                batch = self.backend.receive(max_messages=limit, wait_seconds=self.wait)
+            except RECOVERABLE as error:
+                self._recover(error, interruptible=True)
+                continue
+            self._backoff = FIRST_BACKOFF
+            if batch.messages:
+                return batch
+            if self.burst:
+                return None
+            if self.wait == 0:
+                self._stop.wait(IDLE_PAUSE)
+        return None
+
+    def _process(self, batch: MessageBatch) -> None:
+        """Runs the batch's messages until done or stopped; settles it once."""
+        stats = self.stats
+        stats.batches += 1
+        stats.received += len(batch.messages)
+        summary = ConsumeSummary(queue=batch.queue)
+        done = 0
+        for message in batch.messages:
+            if self._stop.is_set():
+                break
+            try:
+                one = self.task.consume(MessageBatch(batch.queue, [message]), using=self.using)
+            except RECOVERABLE as error:
+                # The claims database is unreachable: leave this message and
+                # the rest to the retry below.
+                self._recover(error, interruptible=False)
+                break
+            _merge(summary, one)
+            done += 1
+        returned = batch.messages[done:]
+        for message in returned:
+            message.retry(delay_seconds=0)
+        stats.add(summary)
+        stats.returned += len(returned)
+        self._settle(batch.messages)
+        logger.info(
+            "%s: %d received, %d ok, %d retried, %d failed, %d malformed, %d unparseable%s",
+            *(batch.queue, len(batch.messages), summary.ok, summary.retried, summary.failed),
+            *(summary.malformed, summary.unparseable),
+            f", {len(returned)} returned unrun" if returned else "",
+            extra={
+                "event": "worker.batch",
+                "queue": batch.queue,
+                "received": len(batch.messages),
+                "ok": summary.ok,
+                "retried": summary.retried,
+                "failed": summary.failed,
+                "malformed": summary.malformed,
+                "unparseable": summary.unparseable,
+                "returned": len(returned),
+                "retry_delays": list(summary.retry_delays),
+            },
+        )
+
+    def _settle(self, messages: list[ReceivedMessage]) -> None:
+        for attempt in range(1, SETTLE_TRIES + 1):
+            try:
+                self.backend.settle(messages)
+                return
+            except RECOVERABLE as error:
+                if attempt == SETTLE_TRIES:
+                    logger.error(
+                        "%s: could not settle a batch of %d; it is delivered again when its "
+                        "leases run out",
+                        *(self.queue, len(messages)),
+                        exc_info=True,
+                        extra={"event": "worker.settle_failed", "queue": self.queue},
+                    )
+                    return
+                self._recover(error, interruptible=False)
+
+    def _recover(self, error: BaseException, *, interruptible: bool) -> None:
+        """Logs ``error``, drops this thread's connections and waits the backoff."""
+        self.stats.database_errors += 1
+        delay, self._backoff = self._backoff, min(self._backoff * 2, MAX_BACKOFF)
+        logger.warning(
+            "%s: %s: %s; reconnecting in %.1f s",
+            *(self.queue, type(error).__name__, error, delay),
+            extra={"event": "worker.database_error", "queue": self.queue, "delay": delay},
+        )
+        self.backend.close()
+        for alias in connections:
+            try:
+                connections[alias].close()
+            except Exception:  # a broken connection may fail to close; it is dropped anyway
+                logger.debug("closing connection %s failed", alias, exc_info=True)
+        if interruptible:
+            self._stop.wait(delay)
+        else:
+            threading.Event().wait(delay)
+
+
+_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _count(name: str, value: object, *, maximum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if value < 1 or (maximum is not None and value > maximum):
+        upper = f" to {maximum}" if maximum is not None else " or more"
+        raise ValueError(f"{name} must be from 1{upper}, got {value}")
+    return value
+
+
+def _merge(total: ConsumeSummary, one: ConsumeSummary) -> None:
+    total.ok += one.ok
+    total.retried += one.retried
+    total.failed += one.failed
+    total.malformed += one.malformed
+    total.unparseable += one.unparseable
+    total.claim_write_failures += one.claim_write_failures
+    total.retry_delays.extend(one.retry_delays)

@@ -1,0 +1,12 @@
+"""The example project's URLs: the admin, at the root too."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import path
+from django.views.generic import RedirectView
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+]

@@ -1,0 +1,1 @@
+"""Rooms, whose slugs the database computes, refreshed by a claimed task."""

@@ -1,0 +1,15 @@
+"""Settings of the end-to-end tests' worker subprocesses: the test settings,
+the worker app, and the queue and delay scale the test passes in the
+environment (``TASKCLAIM_E2E_QUEUES`` as JSON, ``TASKCLAIM_E2E_DELAY_SCALE``)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from tests.settings import *  # noqa: F403
+from tests.settings import INSTALLED_APPS
+
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.e2e.workerapp"]
+TASKCLAIM_QUEUES = json.loads(os.environ["TASKCLAIM_E2E_QUEUES"])
+TASKCLAIM_DELAY_SCALE = float(os.environ.get("TASKCLAIM_E2E_DELAY_SCALE", "1"))

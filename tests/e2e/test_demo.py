@@ -1,0 +1,58 @@
+"""``make demo`` (``example_project/demo.py``) end to end, on the test
+database: its numbers add up."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from .support import database_url
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+
+
+def number(output: str, label: str) -> int:
+    found = re.search(rf"^  {label} +([\d,]+)", output, re.MULTILINE)
+    assert found, output
+    return int(found.group(1).replace(",", ""))
+
+
+def test_the_demo_runs_and_its_numbers_add_up() -> None:
+    env = {**os.environ, "DATABASE_URL": database_url("taskclaim-demo-test")}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    done = subprocess.run(
+        [sys.executable, "example_project/demo.py"],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    output = done.stdout
+    assert done.returncode == 0, output + done.stderr
+    triggers, sent = number(output, "triggers"), number(output, "messages sent")
+    runs, retries = number(output, "runs"), number(output, "retries")
+    give_ups = number(output, "give-ups")
+    ok = int(re.search(r"(\d+) ok, ", output).group(1))  # type: ignore[union-attr]
+    assert triggers == 4000
+    assert 0 < sent < triggers / 2  # coalescing is visible
+    assert runs == ok + retries + give_ups
+    assert ok + give_ups == sent  # every message ended
+    assert re.search(r"rooms refreshed +36/36", output), output
+    delays = re.findall(r"(\d+) x ([\d.]+) s \(seed: (\d+) s\)", output)
+    assert sum(int(count) for count, _, _ in delays) == retries
+    assert {seed for _, _, seed in delays} <= {"30", "45", "60", "120"}
+    assert "make serve" in output
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM taskclaim.message WHERE queue = 'refresh'")
+        assert cursor.fetchone() == (0,)
+        cursor.execute("DELETE FROM taskclaim.claim WHERE key LIKE 'room:%%'")

@@ -1,0 +1,1 @@
+"""The claimed task the end-to-end tests' worker subprocesses run."""

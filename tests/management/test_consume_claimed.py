@@ -1,0 +1,94 @@
+"""manage.py consume_claimed: the worker behind a command line."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import override_settings
+
+from astral_taskclaim.claims import enqueue_claimed
+from astral_taskclaim.queues.postgres import PostgresQueue
+from astral_taskclaim.tasks import ClaimedTask, registry
+from tests.claimkit import empty_claims  # noqa: F401  (a fixture)
+
+from .conftest import bodies
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
+
+ran: list[Any] = []
+
+
+@pytest.fixture
+def jobs_task() -> Iterator[ClaimedTask[Any]]:
+    ran.clear()
+    task = registry.task(queue="jobs", name="tests.jobs")(ran.append)
+    yield task
+    registry.unregister("jobs")
+
+
+def consume(*args: str) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    call_command("consume_claimed", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+@pytest.mark.usefixtures("jobs_task")
+def test_burst_runs_the_queue_and_logs_a_line_per_batch(jobs: PostgresQueue) -> None:
+    for n in range(3):
+        enqueue_claimed(jobs, f"k{n}", {"n": n}, window_seconds=60)
+    out, err = consume("jobs", "--burst", "--wait", "0", "--batch-size", "2")
+    assert ran == [{"n": 0}, {"n": 1}, {"n": 2}]
+    assert bodies(jobs) == []
+    assert out.strip() == "jobs: 3 received, 3 ok, 0 retried, 0 failed, 0 malformed, 0 unparseable"
+    assert err.count("ok, 0 retried, 0 failed, 0 malformed") == 2  # one line per batch
+
+
+@pytest.mark.usefixtures("jobs_task")
+def test_verbosity_0_is_quiet_and_max_messages_stops(jobs: PostgresQueue) -> None:
+    for n in range(3):
+        enqueue_claimed(jobs, f"k{n}", {"n": n}, window_seconds=60)
+    out, err = consume("jobs", "--max-messages", "2", "--verbosity", "0")
+    assert (out, err) == ("", "")
+    assert len(ran) == 2
+    assert len(bodies(jobs)) == 1
+
+
+@pytest.mark.usefixtures("jobs")
+def test_no_registered_task_lists_the_registered_ones() -> None:
+    registry.task(queue="other", name="tests.other")(ran.append)
+    try:
+        with pytest.raises(CommandError, match=r"queue 'jobs'; registered: other → tests\.other"):
+            consume("jobs", "--burst")
+    finally:
+        registry.unregister("other")
+
+
+@pytest.mark.usefixtures("jobs", "jobs_task")
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["nope"], "unknown queue 'nope'; TASKCLAIM_QUEUES has: jobs"),
+        (["jobs", "--batch-size", "0"], "batch_size must be from 1 to 100"),
+        (["jobs", "--wait", "-1"], "wait must be"),
+        (["jobs", "--max-messages", "0"], "max_messages must be from 1"),
+    ],
+)
+def test_bad_arguments(args: list[str], match: str) -> None:
+    with pytest.raises(CommandError, match=match):
+        consume(*args)
+
+
+@pytest.mark.usefixtures("jobs_task")
+def test_a_misconfigured_queue_is_refused_before_running() -> None:
+    backend = "astral_taskclaim.queues.postgres.PostgresQueue"
+    config = {"jobs": {"BACKEND": backend, "OPTIONS": {"poll_interval": 0}}}
+    with (
+        override_settings(TASKCLAIM_QUEUES=config),
+        pytest.raises(CommandError, match="poll_interval must be"),
+    ):
+        consume("jobs", "--burst")

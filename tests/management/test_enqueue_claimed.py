@@ -1,0 +1,157 @@
+"""manage.py enqueue_claimed: one task, or JSON lines with a progress bar."""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command, get_commands, load_command_class
+from django.core.management.base import CommandError
+from django.test import override_settings
+
+from astral_taskclaim.queues.postgres import PostgresQueue
+from astral_taskclaim.tasks import registry
+from tests.claimkit import claims, empty_claims  # noqa: F401  (a fixture)
+
+from .conftest import bodies
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
+
+
+def enqueue(*args: str) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    call_command("enqueue_claimed", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def test_prints_the_token_and_sends_the_envelope(jobs: PostgresQueue) -> None:
+    out, _ = enqueue("jobs", "room:1", "--task", '{"id": 1}', "--window", "300")
+    token = out.strip()
+    assert str(uuid.UUID(token)) == token
+    assert bodies(jobs) == [
+        f'{{"key":"room:1","claim":"{token}","windowSeconds":300,"task":{{"id":1}}}}'
+    ]
+    assert claims()["room:1"][0] == token
+
+
+def test_an_already_claimed_key_exits_3(jobs: PostgresQueue) -> None:
+    enqueue("jobs", "room:1", "--task", "{}", "--window", "300")
+    with pytest.raises(CommandError, match="already claimed") as raised:
+        enqueue("jobs", "room:1", "--task", "{}", "--window", "300")
+    assert raised.value.returncode == 3
+    assert len(bodies(jobs)) == 1
+    # And as a process exit status.
+    command = load_command_class(get_commands()["enqueue_claimed"], "enqueue_claimed")
+    argv = ["manage.py", "enqueue_claimed", "jobs", "room:1", "--task", "{}", "--window", "1"]
+    argv.append("--skip-checks")  # the model checks would query the sqlite alias
+    with pytest.raises(SystemExit) as exited:
+        command.run_from_argv(argv)
+    assert exited.value.code == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["nope", "k", "--task", "{}", "--window", "1"], "unknown queue 'nope'; .*jobs"),
+        (["jobs", "k", "--task", "{nope", "--window", "1"], "--task is not valid JSON"),
+        (["jobs", "k", "--task", "{}", "--window", "nan"], "--window must be a finite"),
+        (["jobs", "k", "--task", "{}", "--window", "-1"], "--window must be a finite"),
+        (["jobs", "k", "--task", "{}"], "no window"),
+        (["jobs", "", "--task", "{}", "--window", "1"], "key must not be empty"),
+        (["jobs", "k", "--window", "1"], "KEY and --task are required"),
+        (["jobs", "k", "--task", '"x"', "--file", "f"], "not both"),
+        (["jobs", "k", "--task", "[1]", "--window", "1", "--database", "x"], "--database"),
+        (["jobs", "k", "--task", json.dumps("x" * 140_000), "--window", "1"], "byte limit"),
+    ],
+)
+def test_bad_arguments_are_named_and_nothing_is_written(
+    jobs: PostgresQueue, args: list[str], match: str
+) -> None:
+    with pytest.raises(CommandError, match=match):
+        enqueue(*args)
+    assert bodies(jobs) == []
+    assert claims() == {}
+
+
+def test_the_window_defaults_to_the_registered_tasks(jobs: PostgresQueue) -> None:
+    registry.task(queue="jobs", window_seconds=45, name="jobs.task")(lambda task: None)
+    try:
+        enqueue("jobs", "k", "--task", "null")
+    finally:
+        registry.unregister("jobs")
+    assert json.loads(bodies(jobs)[0])["windowSeconds"] == 45
+
+
+def test_file_enqueues_json_lines_with_a_progress_bar(jobs: PostgresQueue, tmp_path: Path) -> None:
+    lines = [json.dumps({"key": f"room:{n % 3}", "task": {"n": n}}) for n in range(6)]
+    lines.insert(2, "")
+    lines.append(json.dumps({"key": "room:9", "task": None, "window": 5}))
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out, err = enqueue("jobs", "--file", str(path), "--window", "60")
+    assert out.strip() == "4 enqueued, 3 already claimed, 7 lines"
+    assert err.endswith("[##############################] 7/7\n")
+    sent = [json.loads(body) for body in bodies(jobs)]
+    assert [(b["key"], b["windowSeconds"]) for b in sent] == [
+        ("room:0", 60),
+        ("room:1", 60),
+        ("room:2", 60),
+        ("room:9", 5),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "match"),
+    [
+        ("{nope", "line 2: not valid JSON"),
+        ('["k", 1]', "line 2: expected a JSON object"),
+        ('{"key": "k"}', "line 2: missing task"),
+        ('{"key": "k", "task": 1, "when": 2}', "line 2: unknown field"),
+        ('{"key": 5, "task": 1}', "line 2: key must be a str"),
+        ('{"key": "k", "task": 1, "window": -5}', "line 2: window must be from 0"),
+    ],
+)
+def test_a_bad_line_is_named_before_anything_is_sent(
+    jobs: PostgresQueue, tmp_path: Path, line: str, match: str
+) -> None:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps({"key": "good", "task": 1}) + "\n" + line + "\n", encoding="utf-8")
+    with pytest.raises(CommandError, match=match):
+        enqueue("jobs", "--file", str(path), "--window", "60")
+    assert bodies(jobs) == []
+    assert claims() == {}
+
+
+def test_a_line_that_is_not_utf8_is_named(jobs: PostgresQueue, tmp_path: Path) -> None:
+    path = tmp_path / "tasks.jsonl"
+    path.write_bytes(b'{"key": "a", "task": 1}\n{"key": "caf\xe9", "task": 1}\n')
+    with pytest.raises(CommandError, match="--file line 2: not UTF-8"):
+        enqueue("jobs", "--file", str(path), "--window", "60")
+    assert bodies(jobs) == []
+
+
+@pytest.mark.usefixtures("jobs")
+def test_a_misconfigured_queue_fails_before_any_claim() -> None:
+    backend = "astral_taskclaim.queues.postgres.PostgresQueue"
+    config = {"jobs": {"BACKEND": backend, "OPTIONS": {"visibility_timeout": -1}}}
+    with (
+        override_settings(TASKCLAIM_QUEUES=config),
+        pytest.raises(CommandError, match="visibility_timeout must be"),
+    ):
+        enqueue("jobs", "k", "--task", "{}", "--window", "60")
+    assert claims() == {}
+
+
+def test_file_dash_reads_stdin(jobs: PostgresQueue, monkeypatch: pytest.MonkeyPatch) -> None:
+    stdin = io.TextIOWrapper(io.BytesIO(b'{"key": "a", "task": 1, "window": 9}\n'))
+    monkeypatch.setattr("sys.stdin", stdin)
+    out, _ = enqueue("jobs", "--file", "-")
+    assert out.strip() == "1 enqueued, 0 already claimed, 1 lines"
+
+
+def test_a_missing_file_is_named(jobs: PostgresQueue, tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match="--file: cannot open"):
+        enqueue("jobs", "--file", str(tmp_path / "missing.jsonl"), "--window", "1")

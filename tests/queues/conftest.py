@@ -1,0 +1,138 @@
+"""Servers for the remote queue backends, on 127.0.0.1 only.
+
+- ``cloudflare_server``: :class:`CloudflareQueuesServer`, the local
+  Cloudflare Queues REST API.
+- ``moto_sqs``: moto in server mode (real HTTP), with IAM authentication
+  enforced, so a wrong key is refused as AWS would refuse it.
+
+Each server is started once per test process (the e2e tests reuse them)
+and stops when the process exits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import logging
+import secrets
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import httpx
+import pytest
+from moto.server import ThreadedMotoServer
+
+from .cloudflare_server import CloudflareQueuesServer
+
+CLOUDFLARE_ACCOUNT = "0a1b2c3d4e5f60718293a4b5c6d7e8f9"
+REGION = "us-east-1"
+SQS_POLICY = {
+    "Version": "2012-10-17",
+    "Statement": [{"Effect": "Allow", "Action": "sqs:*", "Resource": "*"}],
+}
+
+
+@functools.cache
+def running_cloudflare() -> CloudflareQueuesServer:
+    """The process's local Cloudflare server, started on first use."""
+    server = CloudflareQueuesServer(account_id=CLOUDFLARE_ACCOUNT, token=secrets.token_hex(20))
+    server.start()
+    atexit.register(server.stop)
+    return server
+
+
+@dataclass(frozen=True)
+class MotoSQS:
+    """A moto server and an IAM user's key pair that may use SQS."""
+
+    endpoint_url: str
+    access_key_id: str
+    secret_access_key: str
+    region_name: str = REGION
+
+    def client(self, **overrides: str) -> Any:
+        credentials = {
+            "aws_access_key_id": self.access_key_id,
+            "aws_secret_access_key": self.secret_access_key,
+            **overrides,
+        }
+        return boto3.client(
+            "sqs", endpoint_url=self.endpoint_url, region_name=self.region_name, **credentials
+        )
+
+    def create_queue(self, **attributes: str) -> str:
+        name = f"q-{uuid.uuid4().hex}"
+        return str(self.client().create_queue(QueueName=name, Attributes=attributes)["QueueUrl"])
+
+    def options(self, queue_url: str, **extra: Any) -> dict[str, Any]:
+        """``OPTIONS`` of an ``SQSQueue`` on ``queue_url``."""
+        return {
+            "queue_url": queue_url,
+            "endpoint_url": self.endpoint_url,
+            "region_name": self.region_name,
+            "aws_access_key_id": self.access_key_id,
+            "aws_secret_access_key": self.secret_access_key,
+            **extra,
+        }
+
+
+@functools.cache
+def running_moto() -> MotoSQS:
+    """The process's moto server, started on first use.
+
+    moto lets the first N requests after ``/moto-api/reset-auth`` through
+    unauthenticated: exactly the three IAM calls that create the user.
+    """
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    atexit.register(server.stop)
+    host, port = server.get_host_and_port()
+    url = f"http://{host}:{port}"
+    httpx.post(f"{url}/moto-api/reset-auth", content=b"3").raise_for_status()
+    iam = boto3.client(
+        "iam",
+        endpoint_url=url,
+        region_name=REGION,
+        aws_access_key_id="setup",
+        aws_secret_access_key="setup",
+    )
+    iam.create_user(UserName="taskclaim")
+    iam.put_user_policy(
+        UserName="taskclaim", PolicyName="sqs", PolicyDocument=json.dumps(SQS_POLICY)
+    )
+    key = iam.create_access_key(UserName="taskclaim")["AccessKey"]
+    return MotoSQS(url, key["AccessKeyId"], key["SecretAccessKey"])
+
+
+@pytest.fixture(scope="session")
+def cloudflare_server() -> CloudflareQueuesServer:
+    """The local Cloudflare Queues API."""
+    return running_cloudflare()
+
+
+@pytest.fixture
+def cloudflare_options(cloudflare_server: CloudflareQueuesServer) -> Callable[..., dict[str, Any]]:
+    """Makes a queue on the local server; ``OPTIONS`` of a ``CloudflareQueue`` on it."""
+
+    def make(*, queue_settings: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+        queue_id = cloudflare_server.create_queue(**(queue_settings or {}))
+        return {
+            "account_id": cloudflare_server.account_id,
+            "queue_id": queue_id,
+            "api_token": cloudflare_server.token,
+            "base_url": cloudflare_server.base_url,
+            **extra,
+        }
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def moto_sqs() -> MotoSQS:
+    """moto's SQS over real HTTP, with a key pair that may use it."""
+    return running_moto()

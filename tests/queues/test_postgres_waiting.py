@@ -1,0 +1,110 @@
+"""PostgresQueue: an idle receive waits on LISTEN/NOTIFY, on the next
+delayed message, or polls."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from django.db import connection
+from psycopg import sql
+
+from astral_taskclaim.queues.postgres import PostgresQueue
+from tests.claimkit import raw_connection
+
+from .pgqueue import MakeQueue, queue_factory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def make_queue() -> Iterator[MakeQueue]:
+    with queue_factory() as make:
+        yield make
+
+
+def wait_for_listener(channel: str) -> None:
+    """Blocks until some session has run ``LISTEN`` on ``channel``."""
+    with raw_connection() as observer:
+        while not observer.execute(
+            "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE query = %s)",
+            [sql.SQL("LISTEN {}").format(sql.Identifier(channel)).as_string(observer)],
+        ).fetchone()[0]:  # type: ignore[index]
+            observer.execute("SELECT pg_sleep(0.01)")
+
+
+def test_an_idle_receive_wakes_on_notify(make_queue: MakeQueue) -> None:
+    # Polling every 60 s: only the trigger's NOTIFY can deliver within the bound.
+    queue = make_queue(poll_interval=60)
+    producer = PostgresQueue("pg", options={"queue_name": queue.queue_name})
+
+    def send_once_listening() -> None:
+        wait_for_listener(queue.channel)
+        producer.send({"n": 1})
+        connection.close()
+
+    sender = threading.Thread(target=send_once_listening)
+    started = time.monotonic()
+    sender.start()
+    batch = queue.receive(max_messages=1, wait_seconds=120)
+    sender.join()
+    assert [m.body for m in batch.messages] == [{"n": 1}]
+    assert time.monotonic() - started < 30
+
+
+def test_an_idle_receive_wakes_when_a_delayed_message_is_due(make_queue: MakeQueue) -> None:
+    queue = make_queue(poll_interval=60)
+    queue.send({"n": 1}, delay_seconds=0.5)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT visible_at FROM taskclaim.message WHERE queue = %s", [queue.queue_name]
+        )
+        due = cursor.fetchone()[0]
+    started = time.monotonic()
+    [message] = queue.receive(max_messages=1, wait_seconds=120).messages
+    assert time.monotonic() - started < 30
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT leased_at FROM taskclaim.message WHERE id = %s", [int(message.id)])
+        assert cursor.fetchone()[0] >= due  # not delivered before its delay
+
+
+def test_without_listen_a_receive_polls(make_queue: MakeQueue) -> None:
+    queue = make_queue(listen=False, poll_interval=0.05)
+    producer = PostgresQueue("pg", options={"queue_name": queue.queue_name})
+    ready = threading.Event()
+
+    def send() -> None:
+        ready.wait()
+        producer.send({"n": 1})
+        connection.close()
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    ready.set()
+    batch = queue.receive(max_messages=1, wait_seconds=60)
+    sender.join()
+    assert [m.body for m in batch.messages] == [{"n": 1}]
+    assert queue._listener is None
+
+
+def test_a_broken_listen_connection_falls_back_to_polling(
+    make_queue: MakeQueue, caplog: pytest.LogCaptureFixture
+) -> None:
+    queue = make_queue(poll_interval=0.05)
+    assert queue.receive(max_messages=1, wait_seconds=0.01).messages == []
+    assert queue._listener is not None
+    pid = queue._listener.info.backend_pid
+    with raw_connection() as admin:
+        admin.execute("SELECT pg_terminate_backend(%s, 10000)", [pid])
+    queue.send({"n": 1}, delay_seconds=0.3)
+    with caplog.at_level(logging.WARNING, logger="astral_taskclaim"):
+        [message] = queue.receive(max_messages=1, wait_seconds=60).messages
+    assert message.body == {"n": 1}
+    assert "queue.listen_failed" in [r.event for r in caplog.records]  # type: ignore[attr-defined]
+    # The next waiting receive listens again.
+    assert queue.receive(max_messages=1, wait_seconds=0.01).messages == []
+    assert queue._listener is not None
+    assert queue._listener.info.backend_pid != pid

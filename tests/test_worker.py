@@ -1,0 +1,198 @@
+"""Worker: batches through consume_claimed, settling, stopping, recovering."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connection
+from django.test import override_settings
+
+from astral_taskclaim import worker as worker_module
+from astral_taskclaim.claims import enqueue_claimed
+from astral_taskclaim.queues.postgres import PostgresQueue
+from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
+from astral_taskclaim.worker import Worker
+from tests.claimkit import claims, django_pid, empty_claims, terminate  # noqa: F401
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
+
+
+class Failure(Exception):
+    pass
+
+
+@pytest.fixture
+def queue() -> Iterator[PostgresQueue]:
+    made = PostgresQueue("jobs", options={"queue_name": f"worker-{uuid.uuid4().hex}"})
+    yield made
+    made.close()
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM taskclaim.message WHERE queue = %s", [made.queue_name])
+
+
+def make_task(run: Callable[[Any], object], **options: Any) -> ClaimedTask[Any]:
+    return TaskRegistry().task(queue="jobs", **options)(run)
+
+
+def send(queue: PostgresQueue, *ids: int) -> None:
+    for id_ in ids:
+        assert enqueue_claimed(queue, f"job:{id_}", {"id": id_}, window_seconds=300)
+
+
+def rows(queue: PostgresQueue) -> list[tuple[int, int, bool, bool]]:
+    """(task id, attempts, leased, visible now) of each message."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """SELECT (body::json->'task'->>'id')::int, attempts, lease IS NOT NULL,
+                      visible_at <= clock_timestamp()
+               FROM taskclaim.message WHERE queue = %s ORDER BY id""",
+            [queue.queue_name],
+        )
+        return cursor.fetchall()
+
+
+def expire(queue: PostgresQueue) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE taskclaim.message SET visible_at = clock_timestamp() WHERE queue = %s",
+            [queue.queue_name],
+        )
+
+
+def test_burst_drains_the_queue_in_batches_and_logs_each(
+    queue: PostgresQueue, caplog: pytest.LogCaptureFixture
+) -> None:
+    ran: list[int] = []
+    send(queue, 1, 2, 3, 4, 5)
+    task = make_task(lambda t: ran.append(t["id"]))
+    worker = Worker("jobs", task=task, backend=queue, batch_size=2, wait=0, burst=True)
+    with caplog.at_level(logging.INFO, logger="astral_taskclaim.worker"):
+        stats = worker.run()
+    assert ran == [1, 2, 3, 4, 5]
+    assert (stats.batches, stats.received, stats.ok) == (3, 5, 5)
+    assert rows(queue) == []
+    assert set(claims()) == {f"job:{n}" for n in range(1, 6)}  # kept for the window
+    batches = [r for r in caplog.records if getattr(r, "event", None) == "worker.batch"]
+    counts = [(r.received, r.ok, r.retried, r.failed, r.malformed) for r in batches]  # type: ignore[attr-defined]
+    assert counts == [(2, 2, 0, 0, 0), (2, 2, 0, 0, 0), (1, 1, 0, 0, 0)]
+
+
+@override_settings(TASKCLAIM_DELAY_SCALE=1.0)
+def test_failures_retry_with_backoff_then_give_up(queue: PostgresQueue) -> None:
+    def fail(task: Any) -> None:
+        raise Failure("no")
+
+    task = make_task(fail, max_retries=1)
+    send(queue, 1)
+    stats = Worker("jobs", task=task, backend=queue, wait=0, burst=True).run()
+    assert (stats.retried, stats.retry_delays) == (1, [30])
+    assert rows(queue) == [(1, 1, False, False)]  # delayed: the burst ends without it
+    assert 329 < claims()["job:1"][1] <= 330  # held through the retry and one window
+    expire(queue)
+    stats = Worker("jobs", task=task, backend=queue, wait=0, burst=True).run()
+    assert (stats.received, stats.failed) == (1, 1)
+    assert rows(queue) == []
+    assert claims() == {}  # released on giving up
+
+
+def test_max_messages_stops_after_that_many(queue: PostgresQueue) -> None:
+    send(queue, 1, 2, 3, 4, 5)
+    task = make_task(lambda t: None)
+    worker = Worker("jobs", task=task, backend=queue, batch_size=2, max_messages=3)
+    stats = worker.run()
+    assert (stats.batches, stats.received) == (2, 3)
+    assert [id_ for id_, *_ in rows(queue)] == [4, 5]
+
+
+def test_stop_finishes_the_message_and_returns_the_rest(queue: PostgresQueue) -> None:
+    ran: list[int] = []
+
+    def run(task: Any) -> None:
+        ran.append(task["id"])
+        if task["id"] == 2:
+            worker.stop()  # as the first SIGTERM does, mid-batch
+
+    send(queue, 1, 2, 3, 4)
+    worker = Worker("jobs", task=make_task(run), backend=queue, batch_size=4)
+    stats = worker.run()
+    assert ran == [1, 2]
+    assert (stats.ok, stats.returned) == (2, 2)
+    assert rows(queue) == [(3, 1, False, True), (4, 1, False, True)]  # visible again at once
+
+
+def test_the_second_signal_exits_at_once(queue: PostgresQueue) -> None:
+    exits: list[int] = []
+    worker = Worker("jobs", task=make_task(lambda t: None), backend=queue, exit=exits.append)
+    worker.handle_signal(signal.SIGTERM)
+    assert worker.stopping
+    assert exits == []
+    worker.handle_signal(signal.SIGINT)
+    assert exits == [128 + signal.SIGINT]
+
+
+def test_signal_handlers_are_installed_for_the_block(queue: PostgresQueue) -> None:
+    worker = Worker("jobs", task=make_task(lambda t: None), backend=queue)
+    before = signal.getsignal(signal.SIGTERM)
+    with worker.signal_handlers():
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert worker._stop.wait(30)
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+@pytest.fixture
+def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker_module, "FIRST_BACKOFF", 0.01)
+
+
+@pytest.mark.usefixtures("fast_backoff")
+def test_a_broken_connection_while_receiving_is_reconnected(
+    queue: PostgresQueue, caplog: pytest.LogCaptureFixture
+) -> None:
+    send(queue, 1)
+    terminate(django_pid())  # the worker's (this thread's) connection dies
+    worker = Worker("jobs", task=make_task(lambda t: None), backend=queue, wait=0, burst=True)
+    with caplog.at_level(logging.WARNING, logger="astral_taskclaim.worker"):
+        stats = worker.run()
+    assert (stats.database_errors, stats.ok) == (1, 1)
+    assert rows(queue) == []
+    assert [r.event for r in caplog.records] == ["worker.database_error"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.usefixtures("fast_backoff")
+def test_a_broken_connection_before_settling_is_reconnected_and_settled(
+    queue: PostgresQueue,
+) -> None:
+    def run(task: Any) -> None:
+        terminate(django_pid())  # dies after the run, before the settle
+
+    send(queue, 1, 2)
+    worker = Worker("jobs", task=make_task(run), backend=queue, batch_size=1, wait=0, burst=True)
+    stats = worker.run()
+    assert stats.ok == 2
+    assert stats.database_errors == 2
+    assert rows(queue) == []
+
+
+def test_bad_arguments_and_unknown_queues() -> None:
+    task = make_task(lambda t: None)
+    backend = PostgresQueue("jobs")
+    for options, error in [
+        ({"batch_size": 0}, ValueError),
+        ({"batch_size": 101}, ValueError),
+        ({"batch_size": 2.0}, TypeError),
+        ({"wait": -1}, ValueError),
+        ({"max_messages": 0}, ValueError),
+    ]:
+        with pytest.raises(error):
+            Worker("jobs", task=task, backend=backend, **options)
+    with pytest.raises(ImproperlyConfigured, match="unknown queue 'nope'"):
+        Worker("nope", task=task)
+    with pytest.raises(LookupError, match="no claimed task is registered for queue 'default'"):
+        Worker("default")
