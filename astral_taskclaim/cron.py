@@ -18,6 +18,7 @@ import psycopg
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
 from . import sqlfiles
+from .connections import separate_connection
 
 logger = logging.getLogger(__name__)
 
@@ -47,14 +48,6 @@ def _skip(schema_editor: BaseDatabaseSchemaEditor, message: str) -> None:
     _execute(schema_editor, "taskclaim/jobs/notice.sql", {"message": message})
 
 
-def _cron_connection(schema_editor: BaseDatabaseSchemaEditor, database: str) -> psycopg.Connection:
-    params = schema_editor.connection.get_connection_params()
-    params["dbname"] = database
-    for django_only in ("cursor_factory", "context", "prepare_threshold", "server_side_binding"):
-        params.pop(django_only, None)
-    return psycopg.connect(**params, autocommit=True)
-
-
 def schedule(schema_editor: BaseDatabaseSchemaEditor) -> None:
     """Schedules the job for the app's database, or skips it with a NOTICE."""
     state = _state(schema_editor)
@@ -76,7 +69,7 @@ def schedule(schema_editor: BaseDatabaseSchemaEditor) -> None:
         _execute(schema_editor, "taskclaim/jobs/schedule.sql", params)
         return
     try:
-        with _cron_connection(schema_editor, cron_database) as conn:
+        with separate_connection(schema_editor.connection, dbname=cron_database) as conn:
             has_function = conn.execute(
                 "SELECT to_regproc('cron.schedule_in_database') IS NOT NULL"
             ).fetchone()
@@ -124,7 +117,7 @@ def unschedule(schema_editor: BaseDatabaseSchemaEditor) -> None:
             _execute(schema_editor, "taskclaim/jobs/unschedule.sql", params)
         return
     try:
-        with _cron_connection(schema_editor, cron_database) as conn:
+        with separate_connection(schema_editor.connection, dbname=cron_database) as conn:
             if conn.execute("SELECT to_regclass('cron.job') IS NOT NULL").fetchone() == (True,):
                 conn.execute(statement, params)
     except psycopg.Error as error:

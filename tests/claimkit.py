@@ -14,6 +14,7 @@ import pytest
 from django.db import DatabaseError, connection, connections
 from psycopg import sql
 
+from astral_taskclaim.connections import separate_connection
 from tests.testapp.models import Outbox
 
 
@@ -54,10 +55,7 @@ def empty_claims() -> Iterator[None]:
 
 def raw_connection() -> psycopg.Connection[Any]:
     """A psycopg connection of its own to the test database (autocommit)."""
-    params = connection.get_connection_params()
-    for key in ("cursor_factory", "context", "prepare_threshold", "server_side_binding"):
-        params.pop(key, None)
-    return psycopg.connect(**params, autocommit=True)
+    return separate_connection(connection)
 
 
 def terminate(pid: int) -> None:

@@ -13,6 +13,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from astral_taskclaim import sqlfiles
+from astral_taskclaim.connections import separate_connection
 from astral_taskclaim.cron import JOB_NAME, JOB_SCHEDULE, job_command
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -35,11 +36,7 @@ def cron_jobs() -> list[tuple[object, ...]]:
     cron_database = fetch("SELECT current_setting('cron.database_name', true)")[0][0]
     if cron_database is None:
         return []
-    params = connection.get_connection_params()
-    params["dbname"] = cron_database
-    for key in ("cursor_factory", "context", "prepare_threshold", "server_side_binding"):
-        params.pop(key, None)
-    with psycopg.connect(**params) as conn:
+    with separate_connection(connection, dbname=cron_database) as conn:
         if conn.execute("SELECT to_regclass('cron.job')").fetchone() == (None,):
             return []
         return conn.execute(
@@ -52,7 +49,7 @@ def cron_jobs() -> list[tuple[object, ...]]:
 def migrated_back() -> Iterator[None]:
     """Leaves the app fully migrated whatever the test did."""
     yield
-    call_command("migrate", "astral_taskclaim", verbosity=0)
+    call_command("migrate", verbosity=0)  # dependent apps too
 
 
 def test_claim_table_matches_the_seed() -> None:
@@ -157,11 +154,7 @@ def test_read_rejects_a_path_that_is_not_shipped() -> None:
 
 def _cron_connection() -> psycopg.Connection:
     cron_database = fetch("SELECT current_setting('cron.database_name', true)")[0][0]
-    params = connection.get_connection_params()
-    params["dbname"] = cron_database
-    for key in ("cursor_factory", "context", "prepare_threshold", "server_side_binding"):
-        params.pop(key, None)
-    return psycopg.connect(**params, autocommit=True)
+    return separate_connection(connection, dbname=cron_database)
 
 
 def test_cron_job_of_another_live_database_is_kept_and_a_stale_one_replaced(
@@ -185,5 +178,5 @@ def test_cron_job_of_another_live_database_is_kept_and_a_stale_one_replaced(
             call_command("migrate", "astral_taskclaim", "zero", verbosity=0)
         finally:
             conn.execute(f"DROP DATABASE {other}")
-    call_command("migrate", "astral_taskclaim", verbosity=0)
+    call_command("migrate", verbosity=0)
     assert cron_jobs() == [(JOB_SCHEDULE, job_command(), connection.settings_dict["NAME"])]

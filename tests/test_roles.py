@@ -11,6 +11,8 @@ from django.core.management import call_command
 from django.db import connection
 from django.test import override_settings
 
+from astral_taskclaim.connections import separate_connection
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ADMIN = "taskclaim_test_admin"
@@ -38,18 +40,14 @@ def roles() -> Iterator[None]:
             yield
             call_command("migrate", "astral_taskclaim", "zero", verbosity=0)
     finally:
-        call_command("migrate", "astral_taskclaim", verbosity=0)
+        call_command("migrate", verbosity=0)  # dependent apps too
         execute(f'REVOKE CREATE ON DATABASE "{database}" FROM {ADMIN}')
 
 
 @pytest.fixture
 def service() -> Iterator[psycopg.Connection]:
     """A connection to the test database as the service role."""
-    params = connection.get_connection_params()
-    for key in ("cursor_factory", "context", "prepare_threshold", "server_side_binding"):
-        params.pop(key, None)
-    params.update(user=SERVICE, password="")
-    with psycopg.connect(**params, autocommit=True) as conn:
+    with separate_connection(connection, user=SERVICE, password="") as conn:
         yield conn
 
 
@@ -108,4 +106,4 @@ def test_a_missing_role_fails_the_migration_naming_it(setting: str, role: str) -
             call_command("migrate", "astral_taskclaim", verbosity=0)
         assert execute("SELECT to_regnamespace('slug')") == [(None,)]
     finally:
-        call_command("migrate", "astral_taskclaim", verbosity=0)
+        call_command("migrate", verbosity=0)

@@ -53,6 +53,7 @@ from psycopg import sql
 
 from .. import sqlfiles
 from ..conf import app_settings
+from ..connections import separate_connection
 from .base import MAX_DELAY_SECONDS, BaseQueue, MessageBatch, ReceivedMessage
 from .local_options import OptionProblems, batch_size_argument, delay_argument, wait_argument
 
@@ -68,8 +69,6 @@ CHANNEL_PREFIX = "taskclaim."
 # A due message another consumer is leasing right now is free again within
 # milliseconds; look again after this pause rather than a whole poll.
 MIN_PAUSE = 0.05
-# Connection parameters Django adds that psycopg.connect() does not take.
-_DJANGO_ONLY = ("cursor_factory", "context", "prepare_threshold", "server_side_binding")
 
 
 class PostgresQueue(BaseQueue):
@@ -246,11 +245,8 @@ class PostgresQueue(BaseQueue):
         if self._listener is not None and not self._listener.closed:
             return True
         self._listener = None
-        params = connections[self.database].get_connection_params()
-        for name in _DJANGO_ONLY:
-            params.pop(name, None)
         try:
-            listener = psycopg.connect(**params, autocommit=True)
+            listener = separate_connection(self.database)
             listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
         except psycopg.Error as error:
             self._listen_failed(error)
