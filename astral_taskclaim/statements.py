@@ -122,7 +122,8 @@ def run(alias: str, path: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
     statement without ``RETURNING``).
 
     The connection is opened and checked as ``connection.cursor()`` does it.
-    With an ``execute_wrapper()`` installed or queries logged (``DEBUG``)
+    With an ``execute_wrapper()`` installed or queries logged (``DEBUG``,
+    ``CaptureQueriesContext``; then unprepared, so the log has its text)
     the statement goes through Django's cursor wrapper, so those see it;
     otherwise straight to psycopg, errors still raised as ``django.db``'s.
     """
@@ -133,12 +134,19 @@ def run(alias: str, path: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
     with connection.wrap_database_errors:
         cursor = _psycopg_cursor(connection)
     query = sqlfiles.read(path)
-    if connection.execute_wrappers or connection.queries_logged:
-        wrap = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor
+    if connection.queries_logged:
+        # Unprepared, on a cursor of its own: Django 5.2 logs no SQL text
+        # for a statement psycopg ran as a prepared one.
+        with connection.wrap_database_errors:
+            logged = psycopg.Cursor(cursor.connection)
+        with connection.make_debug_cursor(cast(Any, logged)) as wrapped:
+            wrapped.execute(query, params)
+            return wrapped.fetchall() if logged.description else []
+    if connection.execute_wrappers:
         # Not closed afterwards (nor below): the psycopg cursor is reused.
-        wrapped = wrap(cast(Any, cursor))
-        wrapped.execute(query, params)
-        return wrapped.fetchall() if cursor.description else []
+        hooked = connection.make_cursor(cast(Any, cursor))
+        hooked.execute(query, params)
+        return hooked.fetchall() if cursor.description else []
     connection.validate_no_broken_transaction()
     with connection.wrap_database_errors:
         cursor.execute(query, params)

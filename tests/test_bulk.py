@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import json
+import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from django.db import connection, transaction
+from django.db import ProgrammingError, connection, transaction
 from django.db.transaction import TransactionManagementError
+from django.test.utils import CaptureQueriesContext
 
-from astral_taskclaim.bulk import claim_tasks, enqueue_claimed_many
-from astral_taskclaim.claims import claim_task
+from astral_taskclaim.bulk import claim_tasks, enqueue_claimed_many, fresh_tokens
+from astral_taskclaim.claims import claim_task, envelope
 from astral_taskclaim.queues.postgres import PostgresQueue
-from tests.claimkit import claims, empty_claims  # noqa: F401  (a fixture)
+from tests.claimkit import (
+    claims,
+    empty_claims,  # noqa: F401  (a fixture)
+    restricted_role,
+    set_role,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
 
@@ -115,3 +123,64 @@ def test_other_queues_refuse_a_transaction() -> None:
     with pytest.raises(TransactionManagementError), transaction.atomic():
         enqueue_claimed_many(ManyQueue(), [("k", 1)], window_seconds=60)
     assert claims() == {}
+
+
+def test_postgres_queue_takes_one_statement_and_bodies_are_the_queues_encoding(pg_queue) -> None:
+    tasks = [{"name": 'Zoë "q" \\ \n\t\x01'}, [1, 2.5, None, True], "🚀", None]
+    items = [(f"room:{i}:ü", task) for i, task in enumerate(tasks)]
+    for window in (300, 1.5):
+        with CaptureQueriesContext(connection) as queries:
+            tokens = enqueue_claimed_many(pg_queue, items, window_seconds=window)
+        assert len(queries) == 1
+        bodies = messages()[-len(items) :]
+        for (key, task), token, body in zip(items, tokens, bodies, strict=True):
+            assert token is not None
+            assert body.encode("utf-8") == pg_queue.encode(envelope(key, token, window, task))
+        with connection.cursor() as cursor:
+            cursor.execute("TRUNCATE taskclaim.claim")
+
+
+def test_fresh_tokens_are_distinct_version_4_uuids() -> None:
+    tokens = fresh_tokens(2000)
+    assert len(set(tokens)) == 2000
+    for token in tokens:
+        parsed = uuid.UUID(token)
+        assert (parsed.version, parsed.variant) == (4, uuid.RFC_4122)
+        assert str(parsed) == token
+    assert fresh_tokens(0) == []
+
+
+def test_a_body_too_big_raises_for_a_free_key_only(pg_queue) -> None:
+    pg_queue.max_body_bytes = 200
+    claim_task("held", window_seconds=600)
+    big = "x" * 300
+    assert enqueue_claimed_many(pg_queue, [("held", big)], window_seconds=60) == [None]
+    with pytest.raises(ValueError, match="over the 200-byte limit"):
+        enqueue_claimed_many(pg_queue, [("free", 1), ("free2", big)], window_seconds=60)
+    assert set(claims()) == {"held"}
+    assert messages() == []
+
+
+def test_inside_atomic_a_failed_statement_leaves_the_transaction_usable(pg_queue) -> None:
+    with restricted_role("SELECT", "INSERT", "UPDATE", "DELETE") as role, transaction.atomic():
+        set_role(role)
+        with pytest.raises(ProgrammingError, match="permission denied"):
+            enqueue_claimed_many(pg_queue, [("k", 1)], window_seconds=60)
+        with connection.cursor() as cursor:
+            cursor.execute("RESET ROLE")
+        assert enqueue_claimed_many(pg_queue, [("other", 2)], window_seconds=60)[0]
+    assert set(claims()) == {"other"}
+    assert [json.loads(body)["key"] for body in messages()] == ["other"]
+
+
+def test_a_subclass_that_overrides_send_many_is_sent_to(pg_queue) -> None:
+    batches: list[list[Any]] = []
+
+    class Recording(PostgresQueue):
+        def send_many(self, bodies: Sequence[Any]) -> None:
+            batches.append(list(bodies))
+            super().send_many(bodies)
+
+    tokens = enqueue_claimed_many(Recording("bulk-test"), [("a", 1), ("b", 2)], window_seconds=60)
+    assert [[body["claim"] for body in batch] for batch in batches] == [tokens]
+    assert len(messages()) == 2
