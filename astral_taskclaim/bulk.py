@@ -37,6 +37,7 @@ from .claims import (
     validate_key,
     validate_seconds,
     validate_task,
+    wire_seconds,
 )
 
 logger = logging.getLogger(__name__)
@@ -157,7 +158,7 @@ def _bodies_in_database(
         return None
     stock = type(queue).encode is BaseQueue.encode
     limit = queue.max_body_bytes
-    window = COMPACT_JSON.encode(window_seconds)
+    window = COMPACT_JSON.encode(wire_seconds(window_seconds))
     tokens = iter(fresh_tokens(len(pairs)))
     first: dict[str, tuple[str, str]] = {}
     for (key, task), text in zip(pairs, texts, strict=True):

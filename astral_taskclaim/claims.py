@@ -186,10 +186,18 @@ def release_task(key: str, token: str, *, using: str | None = None) -> None:
     statements.run(alias, "taskclaim/release.sql", {"key": key, "token": token})
 
 
+def wire_seconds(seconds: float) -> float:
+    """``seconds`` as JavaScript writes it: a whole float as an int, so that
+    ``300.0`` goes on the wire as ``300``, byte for byte what TypeScript sends."""
+    if isinstance(seconds, float) and seconds.is_integer():
+        return int(seconds)
+    return seconds
+
+
 def envelope(key: str, token: str, window_seconds: float, task: Any) -> dict[str, Any]:
     """The queue message body of a claimed task, in the wire order
     ``key``, ``claim``, ``windowSeconds``, ``task`` (the TypeScript shape)."""
-    return {"key": key, "claim": token, "windowSeconds": window_seconds, "task": task}
+    return {"key": key, "claim": token, "windowSeconds": wire_seconds(window_seconds), "task": task}
 
 
 def enqueue_claimed(

@@ -83,6 +83,7 @@ def test_delete_expired_is_reserved_and_pinned() -> None:
 
 def test_delete_expired_deletes_only_expired_rows() -> None:
     with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE taskclaim.claim")  # other tests may leave claims behind
         cursor.execute(
             """INSERT INTO taskclaim.claim (key, expires_at, token) VALUES
                ('old-1', now() - interval '1 hour', gen_random_uuid()),

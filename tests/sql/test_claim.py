@@ -13,6 +13,7 @@ from django.db import connection, connections, transaction
 
 from astral_taskclaim import claim_task
 from astral_taskclaim.testing import hold_transaction
+from benchmarks.hot_keys import SEED_UPSERT
 from tests.claimkit import (
     claims,
     django_pid,
@@ -24,13 +25,6 @@ from tests.claimkit import (
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
 
 # The seed's claim statement: one upsert, no read first.
-SEED_UPSERT = """
-INSERT INTO taskclaim.claim AS c (key, expires_at, token)
-VALUES (%(key)s, CURRENT_TIMESTAMP + make_interval(secs => %(seconds)s), gen_random_uuid())
-ON CONFLICT (key) DO UPDATE SET expires_at = EXCLUDED.expires_at, token = EXCLUDED.token
-WHERE c.expires_at < CURRENT_TIMESTAMP
-RETURNING token
-"""
 
 
 def current_xid() -> int | None:
