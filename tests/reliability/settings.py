@@ -1,0 +1,30 @@
+"""Settings of the reliability tests' subprocesses (workers and claimers):
+the test settings plus the worker app, with the queues, delay scale and
+JSON-lines log file the test passes in the environment."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from tests.settings import *  # noqa: F403
+from tests.settings import INSTALLED_APPS
+
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.reliability.workerapp"]
+TASKCLAIM_QUEUES = json.loads(os.environ.get("TASKCLAIM_RELIABILITY_QUEUES", "null"))
+TASKCLAIM_DELAY_SCALE = float(os.environ.get("TASKCLAIM_RELIABILITY_DELAY_SCALE", "1"))
+
+_events = os.environ.get("TASKCLAIM_RELIABILITY_EVENTS")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"jsonl": {"()": "tests.reliability.workerapp.jsonlog.JsonLines"}},
+    "handlers": {
+        "events": (
+            {"class": "logging.FileHandler", "filename": _events, "formatter": "jsonl"}
+            if _events
+            else {"class": "logging.NullHandler"}
+        )
+    },
+    "loggers": {"astral_taskclaim": {"handlers": ["events"], "level": "DEBUG"}},
+}

@@ -1,0 +1,53 @@
+"""The claimed task of the reliability tests' worker processes.
+
+Every run inserts a row into ``reliability_run`` (the test creates the
+table) and, in the same statement, NOTIFYs ``reliability_run`` with the
+worker's process id, so the test sees each run the moment it commits and
+knows which process to kill. A task body is ``{"id": int, "mode": ...,
+"sleep_ms": int}``: mode ``ok`` succeeds, ``fail_first`` fails its first
+run, ``fail_always`` always fails; ``sleep_ms`` keeps the run busy after
+recording it, so a kill can land inside the run too.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from django.db import connection
+
+from astral_taskclaim.tasks import claimed_task
+
+RUNS_TABLE = "reliability_run"
+CHANNEL = "reliability_run"
+MODES = ("ok", "fail_first", "fail_always")
+
+
+class PlannedFailure(Exception):
+    """The failure a ``fail_first`` or ``fail_always`` task was told to raise."""
+
+
+@claimed_task(
+    queue="reliability",
+    max_retries=int(os.environ.get("TASKCLAIM_RELIABILITY_MAX_RETRIES", "3")),
+)
+def reliability_task(task: dict[str, Any]) -> None:
+    """Records this run, then fails or not as the task's mode says."""
+    mode = task.get("mode", "ok")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM reliability_run WHERE task_id = %s", [task["id"]])
+        row = cursor.fetchone()
+        earlier = int(row[0]) if row else 0
+        fail = mode == "fail_always" or (mode == "fail_first" and earlier == 0)
+        cursor.execute(
+            """WITH run AS (
+                 INSERT INTO reliability_run (task_id, outcome, pid)
+                 VALUES (%s, %s, %s) RETURNING pid
+               )
+               SELECT pg_notify(%s, pid::text) FROM run""",
+            [task["id"], "fail" if fail else "ok", os.getpid(), CHANNEL],
+        )
+        if task.get("sleep_ms"):
+            cursor.execute("SELECT pg_sleep(%s)", [task["sleep_ms"] / 1000])
+    if fail:
+        raise PlannedFailure(f"task {task['id']} ({mode}) fails as planned")
