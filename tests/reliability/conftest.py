@@ -237,7 +237,7 @@ def roles(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
             del connections.settings[ALIAS]
             with override_settings(TASKCLAIM_ADMIN_ROLE=ADMIN, TASKCLAIM_SERVICE_ROLE=SERVICE):
                 call_command("migrate", "astral_taskclaim", "zero", verbosity=0)
-            call_command("migrate", "astral_taskclaim", verbosity=0)
+            call_command("migrate", verbosity=0)  # dependent apps (testapp) too
             for role in (ADMIN, SERVICE):
                 execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
                 execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
