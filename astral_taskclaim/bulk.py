@@ -28,16 +28,21 @@ from django.db import connections, transaction
 
 from . import statements
 from .claims import (
-    COMPACT_JSON,
     discard_broken_connection,
     envelope,
     in_transaction,
     resolve_alias,
     sends_in_database,
+    wire_seconds,
+)
+from .validation import (
+    COMPACT_JSON,
+    PLACEHOLDER_CLAIM,
+    check_configured,
+    check_encodes,
     validate_key,
     validate_seconds,
     validate_task,
-    wire_seconds,
 )
 
 logger = logging.getLogger(__name__)
@@ -106,6 +111,11 @@ def enqueue_claimed_many(
     (``TransactionManagementError`` inside one, as for ``enqueue_claimed``);
     a failed ``send_many`` releases the claims of every task not sent yet
     and re-raises, batches already sent keep theirs.
+
+    Every item is checked before anything is written, held keys and
+    repeated ones included: ``ImproperlyConfigured`` naming the queue for
+    serious configuration errors, and the queue's ``encode`` error (naming
+    the queue and the limit) for a body too big or otherwise unsendable.
     """
     if not callable(getattr(queue, "send_many", None)):
         raise TypeError(f"queue must have a send_many(bodies) method, got {type(queue).__name__}")
@@ -115,10 +125,11 @@ def enqueue_claimed_many(
     connection = connections[alias]
     keys = [key for key, _ in pairs]
     size = _batch_size(queue)
+    check_configured(queue)
     if sends_in_database(queue, alias, "send_many"):
         bodies = _bodies_in_database(queue, pairs, texts, window_seconds)
-        if bodies is not None:
-            return _enqueue_in_database(queue, alias, keys, bodies, window_seconds)
+        return _enqueue_in_database(queue, alias, keys, bodies, window_seconds)
+    check_encodes(queue, (envelope(k, PLACEHOLDER_CLAIM, window_seconds, t) for k, t in pairs))
     if getattr(queue, "transactional", False) is True:
         with transaction.atomic(using=alias):
             tokens = _claim_many(alias, list(dict.fromkeys(keys)), window_seconds)
@@ -145,40 +156,37 @@ def enqueue_claimed_many(
 
 def _bodies_in_database(
     queue: Any, pairs: Sequence[tuple[str, Any]], texts: Sequence[str], window_seconds: float
-) -> dict[str, tuple[str, str]] | None:
-    """Token and encoded body of each distinct key's first task, or ``None``
-    when ``send_many`` would raise for one (a bad option, a body too big),
-    so the claim-then-send path raises it exactly where it always does.
+) -> dict[str, tuple[str, str]]:
+    """Token and encoded body of each distinct key's first task; raises the
+    queue's error for any task it would reject (a repeated key's too, as
+    the single call would), before anything is written.
 
-    Bodies are put together from the task JSON validation made, byte for
-    byte what the queue's stock ``encode`` gives for the envelope."""
+    Bodies are put together from the task JSON validation made (valid
+    Unicode, so it always encodes), byte for byte what the queue's stock
+    ``encode`` gives for the envelope."""
     from .queues.base import BaseQueue
 
-    if any(message.is_serious() for message in queue.check()):
-        return None
     stock = type(queue).encode is BaseQueue.encode
     limit = queue.max_body_bytes
     window = COMPACT_JSON.encode(wire_seconds(window_seconds))
     tokens = iter(fresh_tokens(len(pairs)))
     first: dict[str, tuple[str, str]] = {}
     for (key, task), text in zip(pairs, texts, strict=True):
-        if key in first:
-            continue
-        token = next(tokens)
-        try:
-            if stock:
-                body = (
-                    f'{{"key":{COMPACT_JSON.encode(key)},"claim":"{token}",'
-                    f'"windowSeconds":{window},"task":{text}}}'
+        # A repeated key's body is checked with a stand-in of the same length.
+        token = PLACEHOLDER_CLAIM if key in first else next(tokens)
+        if stock:
+            body = (
+                f'{{"key":{COMPACT_JSON.encode(key)},"claim":"{token}",'
+                f'"windowSeconds":{window},"task":{text}}}'
+            )
+            size = len(body) if body.isascii() else len(body.encode("utf-8"))
+            if size > limit:
+                raise ValueError(
+                    f"queue {queue.alias!r}: body is {size} bytes, over the {limit}-byte limit"
                 )
-                size = len(body) if body.isascii() else len(body.encode("utf-8"))
-                if size > limit:
-                    return None
-            else:
-                body = queue.encode(envelope(key, token, window_seconds, task)).decode("utf-8")
-        except (TypeError, ValueError):  # ValueError covers UnicodeEncodeError
-            return None
-        first[key] = (token, body)
+        else:
+            body = queue.encode(envelope(key, token, window_seconds, task)).decode("utf-8")
+        first.setdefault(key, (token, body))
     return first
 
 

@@ -5,10 +5,8 @@ A claim reserves a task key (``"project:42"``) for a window of seconds in
 ``None``: triggers inside the window coalesce into the one queued task.
 
 Every function validates its arguments before touching the database and
-raises ``TypeError`` or ``ValueError`` naming the bad argument. A key is a
-non-empty ``str`` without NUL of at most :data:`MAX_KEY_BYTES` UTF-8 bytes,
-so it always fits the primary-key index. Windows and delays are ``int`` or
-``float`` seconds, finite, from 0 up to :data:`MAX_SECONDS`.
+raises ``TypeError`` or ``ValueError`` naming the bad argument (the rules
+are in :mod:`~astral_taskclaim.validation`).
 
 Outside a transaction each claim write commits on its own. Failures of the
 release that follows a failed send are logged on the ``astral_taskclaim.claims``
@@ -17,10 +15,7 @@ logger with ``extra={"event": "queue.claim_release_failed", "queue": ..., "key":
 
 from __future__ import annotations
 
-import json
 import logging
-import math
-import re
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
@@ -29,29 +24,21 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from . import statements
 
+# Defined in .validation; imported from here by existing code, so re-exported.
+from .validation import COMPACT_JSON as COMPACT_JSON
+from .validation import MAX_KEY_BYTES as MAX_KEY_BYTES
+from .validation import MAX_SECONDS as MAX_SECONDS
+from .validation import PLACEHOLDER_CLAIM, check_configured, check_encodes
+from .validation import is_token as is_token
+from .validation import validate_key as validate_key
+from .validation import validate_seconds as validate_seconds
+from .validation import validate_task as validate_task
+from .validation import validate_token as validate_token
+
 if TYPE_CHECKING:
     from .queues.postgres import PostgresQueue
 
 logger = logging.getLogger(__name__)
-
-#: Longest key, in UTF-8 bytes. A B-tree entry may take about a third of a
-#: page (2704 bytes); 1024 leaves room for the rest of the index tuple and
-#: for keys that do not compress.
-MAX_KEY_BYTES = 1024
-
-#: Longest window or delay, in seconds (about 3,170 years): far past any real
-#: window, well inside what PostgreSQL's ``timestamptz`` arithmetic accepts.
-MAX_SECONDS = 10**11
-
-#: The JSON encoding of message bodies: compact, UTF-8 text kept as it is
-#: (what ``JSON.stringify`` gives a TypeScript producer), strict numbers.
-COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-# A claim token as the table stores it: a hyphenated UUID, in either case.
-# (Explicit ranges: re.IGNORECASE would also fold some non-ASCII letters.)
-TOKEN_PATTERN = re.compile(
-    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-)
 
 
 class Sender(Protocol):
@@ -59,61 +46,6 @@ class Sender(Protocol):
 
     def send(self, body: Any, /) -> object:
         """Sends one JSON-serialisable message body."""
-
-
-def is_token(value: object) -> bool:
-    """Whether ``value`` is a claim token string: a hyphenated UUID, either case."""
-    return isinstance(value, str) and TOKEN_PATTERN.fullmatch(value) is not None
-
-
-def validate_key(key: object, *, name: str = "key") -> str:
-    """``key`` if it can be a claim key, else ``TypeError``/``ValueError``."""
-    if not isinstance(key, str):
-        raise TypeError(f"{name} must be a str, got {type(key).__name__}")
-    if not key:
-        raise ValueError(f"{name} must not be empty")
-    if "\x00" in key:
-        raise ValueError(f"{name} must not contain NUL characters")
-    try:
-        size = len(key.encode("utf-8"))
-    except UnicodeEncodeError as error:
-        raise ValueError(f"{name} is not valid Unicode text: {error.reason}") from None
-    if size > MAX_KEY_BYTES:
-        raise ValueError(f"{name} is {size} bytes of UTF-8, over the {MAX_KEY_BYTES}-byte limit")
-    return key
-
-
-def validate_seconds(value: object, *, name: str) -> float:
-    """``value`` if it is a finite number of seconds from 0 to :data:`MAX_SECONDS`."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be an int or float, got {type(value).__name__}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    if not 0 <= value <= MAX_SECONDS:
-        raise ValueError(f"{name} must be from 0 to {MAX_SECONDS} seconds, got {value!r}")
-    return value
-
-
-def validate_token(token: object, *, name: str = "token") -> str:
-    """``token`` as a string if it is a claim token (a UUID)."""
-    if isinstance(token, uuid.UUID):
-        return str(token)
-    if not isinstance(token, str):
-        raise TypeError(f"{name} must be a UUID string, got {type(token).__name__}")
-    if not is_token(token):
-        raise ValueError(f"{name} must be a hyphenated UUID, got {token!r}")
-    return token
-
-
-def validate_task(task: object, *, name: str = "task") -> str:
-    """``task`` as compact JSON (the queues' encoding); raises unless it
-    encodes as strict JSON (no NaN or Infinity)."""
-    try:
-        return COMPACT_JSON.encode(task)
-    except TypeError as error:
-        raise TypeError(f"{name} is not JSON-serialisable: {error}") from None
-    except ValueError as error:
-        raise ValueError(f"{name} is not JSON-serialisable: {error}") from None
 
 
 def resolve_alias(using: object) -> str:
@@ -214,6 +146,11 @@ def enqueue_claimed(
     holds the key. The body sent is
     ``{"key": key, "claim": token, "windowSeconds": window_seconds, "task": task}``.
 
+    Bad input raises before anything is written, whether the key is free
+    or held: ``ImproperlyConfigured`` naming the queue for serious
+    configuration errors, and the queue's ``encode`` error (naming the
+    queue and the limit) for a body too big or otherwise unsendable.
+
     Outside a transaction the claim commits before the send. A failed send
     releases the claim and re-raises the send's error; if that release fails
     too, it is logged (``queue.claim_release_failed``) and the key stays
@@ -239,7 +176,10 @@ def enqueue_claimed(
         raise TypeError(f"queue must have a send(body) method, got {type(queue).__name__}")
     alias = resolve_alias(using)
     connection = connections[alias]
+    check_configured(queue)
     one_statement = _in_database_message(queue, alias, key, window_seconds, task)
+    if one_statement is None:
+        check_encodes(queue, [envelope(key, PLACEHOLDER_CLAIM, window_seconds, task)])
     if in_transaction(connection):
         if getattr(queue, "transactional", False) is not True:
             raise transaction.TransactionManagementError(
@@ -313,18 +253,12 @@ def _in_database_message(
 ) -> dict[str, str] | None:
     """The queue name, a fresh token and the encoded body for
     ``taskclaim/enqueue.sql``, or ``None`` when the queue is not the stock
-    PostgreSQL queue of ``alias`` or its ``send`` would raise: a bad option,
-    or a body it rejects. The claim-then-send path then raises that error
-    at the point it always does (after a claim, never for a held key)."""
+    PostgreSQL queue of ``alias``. A body the queue rejects raises here,
+    before the statement, whether or not the key is held."""
     if not sends_in_database(queue, alias, "send"):
         return None
-    if any(message.is_serious() for message in queue.check()):
-        return None
     token = str(uuid.uuid4())
-    try:
-        body = queue.encode(envelope(key, token, window_seconds, task)).decode("utf-8")
-    except (TypeError, ValueError):
-        return None
+    body = queue.encode(envelope(key, token, window_seconds, task)).decode("utf-8")
     return {"queue": queue.queue_name, "token": token, "body": body}
 
 

@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 
 from astral_taskclaim.bulk import claim_tasks, enqueue_claimed_many, fresh_tokens
 from astral_taskclaim.claims import claim_task, envelope
+from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.claimkit import (
     claims,
@@ -150,15 +151,59 @@ def test_fresh_tokens_are_distinct_version_4_uuids() -> None:
     assert fresh_tokens(0) == []
 
 
-def test_a_body_too_big_raises_for_a_free_key_only(pg_queue) -> None:
+def tokens() -> dict[str, str]:
+    return {key: token for key, (token, _) in claims().items()}
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        [("held", "x" * 300)],
+        [("expired", "x" * 300)],
+        [("free", 1), ("free2", "x" * 300)],
+        # A repeated key is never sent, but the single call would raise for it.
+        [("free", 1), ("free", "x" * 300)],
+    ],
+    ids=["held", "expired", "free", "repeated"],
+)
+def test_a_body_too_big_raises_before_anything_is_written(
+    pg_queue, items: list[tuple[str, Any]]
+) -> None:
     pg_queue.max_body_bytes = 200
     claim_task("held", window_seconds=600)
-    big = "x" * 300
-    assert enqueue_claimed_many(pg_queue, [("held", big)], window_seconds=60) == [None]
-    with pytest.raises(ValueError, match="over the 200-byte limit"):
-        enqueue_claimed_many(pg_queue, [("free", 1), ("free2", big)], window_seconds=60)
-    assert set(claims()) == {"held"}
+    claim_task("expired", window_seconds=0)
+    before = tokens()
+    with pytest.raises(ValueError, match=r"queue 'bulk-test': body is 3\d\d bytes, over the 200"):
+        enqueue_claimed_many(pg_queue, items, window_seconds=60)
+    assert tokens() == before
     assert messages() == []
+
+
+class OwnEncode(PostgresQueue):
+    """Overrides ``encode``: the one-statement path calls it per body."""
+
+    def encode(self, body: Any) -> bytes:
+        return super().encode(body)
+
+
+@pytest.mark.parametrize("kind", ["stock", "own-encode", "memory"])
+def test_a_body_at_the_limit_is_sent_and_one_byte_more_is_not(pg_queue, kind: str) -> None:
+    """The stock one-statement path measures bodies itself; the others
+    encode them with a stand-in token first: all exactly as the queue's
+    ``encode`` would with the real token."""
+    queue: Any = {
+        "stock": lambda: pg_queue,
+        "own-encode": lambda: OwnEncode("bulk-test"),
+        "memory": lambda: MemoryQueue("bulk", options={"queue_name": f"bulk-{uuid.uuid4()}"}),
+    }[kind]()
+    task = {"name": "é" * 50}
+    size = len(queue.encode(envelope("k:ü", str(uuid.uuid4()), 1.5, task)))
+    queue.max_body_bytes = size
+    assert enqueue_claimed_many(queue, [("k:ü", task)], window_seconds=1.5)[0] is not None
+    too_big = {"name": "é" * 50 + "x"}
+    with pytest.raises(ValueError, match=f"body is {size + 1} bytes, over the {size}-byte limit"):
+        enqueue_claimed_many(queue, [("k:ö", too_big)], window_seconds=1.5)
+    assert set(claims()) == {"k:ü"}
 
 
 def test_inside_atomic_a_failed_statement_leaves_the_transaction_usable(pg_queue) -> None:

@@ -83,17 +83,51 @@ def test_an_expired_key_is_claimed_again_with_its_message(queue: PostgresQueue) 
     assert [json.loads(body)["claim"] for body in messages()] == [token]
 
 
-def test_a_body_too_big_raises_for_a_free_key_only(queue: PostgresQueue) -> None:
-    # As claim-then-send does it: a held key sends nothing, so nothing to
-    # reject; a free key's send fails and its claim is released.
+def tokens() -> dict[str, str]:
+    return {key: token for key, (token, _) in claims().items()}
+
+
+@pytest.mark.parametrize("key", ["held", "expired", "free"])
+def test_a_body_too_big_raises_before_anything_is_written(queue: PostgresQueue, key: str) -> None:
+    # Checked before the statement, so a held key raises too and the
+    # expired claim the statement would replace stays as it was.
     queue.max_body_bytes = 200  # type: ignore[misc]
-    big = "x" * 300
     claim_task("held", window_seconds=600)
-    assert enqueue_claimed(queue, "held", big, window_seconds=600) is None
-    with pytest.raises(ValueError, match="over the 200-byte limit"):
-        enqueue_claimed(queue, "free", big, window_seconds=600)
-    assert set(claims()) == {"held"}
+    claim_task("expired", window_seconds=0)
+    before = tokens()
+    with pytest.raises(ValueError, match=r"'one-statement': body is 3\d\d bytes, over the 200"):
+        enqueue_claimed(queue, key, "x" * 300, window_seconds=600)
+    assert tokens() == before
     assert messages() == []
+
+
+def test_a_body_at_the_limit_is_queued_and_one_byte_more_is_not(queue: PostgresQueue) -> None:
+    task = "é" * 50
+    size = len(queue.encode(envelope("k1", str(uuid.uuid4()), 600, task)))
+    queue.max_body_bytes = size  # type: ignore[misc]
+    assert enqueue_claimed(queue, "k1", task, window_seconds=600) is not None
+    with pytest.raises(ValueError, match=f"body is {size + 1} bytes, over the {size}-byte limit"):
+        enqueue_claimed(queue, "k2", task + "x", window_seconds=600)
+    assert set(claims()) == {"k1"}
+    assert len(messages()) == 1
+
+
+def test_the_configuration_is_checked_once_per_queue(queue: PostgresQueue) -> None:
+    class Counting(PostgresQueue):
+        checks = 0
+
+        def check(self) -> list[Any]:
+            self.checks += 1
+            return super().check()
+
+    counting = Counting(QUEUE)
+    enqueue_claimed(counting, "a", 1, window_seconds=600)
+    with CaptureQueriesContext(connection) as queries:
+        enqueue_claimed(counting, "b", 2, window_seconds=600)
+        enqueue_claimed(counting, "a", 3, window_seconds=600)
+    assert len(queries) == 2  # still one statement each
+    assert counting.checks == 1
+    assert [json.loads(body)["task"] for body in messages()] == [1, 2]
 
 
 def test_a_failed_statement_leaves_neither_claim_nor_message(queue: PostgresQueue) -> None:

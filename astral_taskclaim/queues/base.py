@@ -106,14 +106,25 @@ class BaseQueue(ABC):
         return self.alias
 
     def encode(self, body: Any) -> bytes:
-        """``body`` as compact JSON, or ``TypeError`` / ``ValueError`` naming
-        the culprit: not JSON-serialisable, or over ``max_body_bytes``."""
+        """``body`` as compact UTF-8 JSON, or ``TypeError`` / ``ValueError``
+        naming the queue: not JSON-serialisable, nested too deeply, holding
+        a lone surrogate (not valid Unicode), or over ``max_body_bytes``."""
         try:
             data = json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as error:
             message = f"queue {self.alias!r}: body is not JSON-serialisable: {error}"
             raise TypeError(message) from error
-        encoded = data.encode("utf-8")
+        except RecursionError:
+            # Raised from deep in the encoder; the traceback would only repeat it.
+            raise ValueError(
+                f"queue {self.alias!r}: body nests too deeply to encode as JSON"
+            ) from None
+        try:
+            encoded = data.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise ValueError(
+                f"queue {self.alias!r}: body is not valid Unicode text: {error.reason}"
+            ) from None
         if len(encoded) > self.max_body_bytes:
             raise ValueError(
                 f"queue {self.alias!r}: body is {len(encoded)} bytes, over the "
@@ -144,6 +155,20 @@ class BaseQueue(ABC):
     def check(self) -> list[checks.CheckMessage]:
         """System-check messages about this queue's configuration."""
         return []
+
+    def configuration_errors(self) -> tuple[checks.CheckMessage, ...]:
+        """The serious messages of :meth:`check`, which ``enqueue_claimed``
+        turns into ``ImproperlyConfigured`` before claiming a key.
+
+        Worked out on the first call and kept: this runs before every
+        enqueue, and a backend's ``check()`` may be slow. A backend whose
+        options can change after it is created overrides this.
+        """
+        errors: tuple[checks.CheckMessage, ...] | None = self.__dict__.get("_configuration_errors")
+        if errors is None:
+            errors = tuple(message for message in self.check() if message.is_serious())
+            self._configuration_errors = errors
+        return errors
 
     def close(self) -> None:  # noqa: B027  (optional hook)
         """Releases connections; the queue may be used again afterwards."""

@@ -208,7 +208,9 @@ class CloudflareQueue(BaseQueue):
                 body = base64.b64decode(raw or "", validate=True)
             elif content_type != "text":
                 raise ValueError(f"content type {content_type!r} cannot be decoded outside Workers")
-        except (ValueError, binascii.Error) as error:
+        except (ValueError, binascii.Error, RecursionError) as error:
+            # Valid JSON may nest deeper than Python's decoder goes: the body
+            # then reaches the consumer as text, acked there as malformed.
             body = raw
             logger.warning(
                 "%s message %s has an undecodable body: %s",

@@ -304,7 +304,7 @@ class SQSQueue(BaseQueue):
         raw = item.get("Body", "")
         try:
             body: Any = json.loads(raw)
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:  # too deep: malformed
             body = raw
             logger.warning(
                 "%s message %s is not JSON: %s",

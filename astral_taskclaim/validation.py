@@ -1,0 +1,138 @@
+"""Checks of what the claim functions are given, made before anything is written.
+
+A key is a non-empty ``str`` without NUL of at most :data:`MAX_KEY_BYTES`
+UTF-8 bytes, so it always fits the primary-key index. Windows and delays
+are ``int`` or ``float`` seconds, finite, from 0 up to :data:`MAX_SECONDS`.
+A token is a hyphenated UUID. A task is anything that encodes as strict
+JSON of valid Unicode text. Each check raises ``TypeError`` or
+``ValueError`` naming the bad argument.
+
+Before a key is claimed, :func:`check_configured` and :func:`check_encodes`
+make a queue raise what its send would (a bad option, a body too big), so
+that error never costs a claim, nor a held key's silence.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+
+#: Longest key, in UTF-8 bytes. A B-tree entry may take about a third of a
+#: page (2704 bytes); 1024 leaves room for the rest of the index tuple and
+#: for keys that do not compress.
+MAX_KEY_BYTES = 1024
+
+#: Longest window or delay, in seconds (about 3,170 years): far past any real
+#: window, well inside what PostgreSQL's ``timestamptz`` arithmetic accepts.
+MAX_SECONDS = 10**11
+
+#: Stands in for the token in a body checked before its key is claimed:
+#: every token is this long, so the checked body is as big as the sent one.
+PLACEHOLDER_CLAIM = "00000000-0000-0000-0000-000000000000"
+
+#: The JSON encoding of message bodies: compact, UTF-8 text kept as it is
+#: (what ``JSON.stringify`` gives a TypeScript producer), strict numbers.
+COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+# A claim token as the table stores it: a hyphenated UUID, in either case.
+# (Explicit ranges: re.IGNORECASE would also fold some non-ASCII letters.)
+TOKEN_PATTERN = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
+
+
+def is_token(value: object) -> bool:
+    """Whether ``value`` is a claim token string: a hyphenated UUID, either case."""
+    return isinstance(value, str) and TOKEN_PATTERN.fullmatch(value) is not None
+
+
+def validate_key(key: object, *, name: str = "key") -> str:
+    """``key`` if it can be a claim key, else ``TypeError``/``ValueError``."""
+    if not isinstance(key, str):
+        raise TypeError(f"{name} must be a str, got {type(key).__name__}")
+    if not key:
+        raise ValueError(f"{name} must not be empty")
+    if "\x00" in key:
+        raise ValueError(f"{name} must not contain NUL characters")
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError as error:
+        raise ValueError(f"{name} is not valid Unicode text: {error.reason}") from None
+    if size > MAX_KEY_BYTES:
+        raise ValueError(f"{name} is {size} bytes of UTF-8, over the {MAX_KEY_BYTES}-byte limit")
+    return key
+
+
+def validate_seconds(value: object, *, name: str) -> float:
+    """``value`` if it is a finite number of seconds from 0 to :data:`MAX_SECONDS`."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be an int or float, got {type(value).__name__}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if not 0 <= value <= MAX_SECONDS:
+        raise ValueError(f"{name} must be from 0 to {MAX_SECONDS} seconds, got {value!r}")
+    return value
+
+
+def validate_token(token: object, *, name: str = "token") -> str:
+    """``token`` as a string if it is a claim token (a UUID)."""
+    if isinstance(token, uuid.UUID):
+        return str(token)
+    if not isinstance(token, str):
+        raise TypeError(f"{name} must be a UUID string, got {type(token).__name__}")
+    if not is_token(token):
+        raise ValueError(f"{name} must be a hyphenated UUID, got {token!r}")
+    return token
+
+
+def validate_task(task: object, *, name: str = "task") -> str:
+    """``task`` as compact JSON (the queues' encoding); raises unless it
+    encodes as strict JSON (no NaN or Infinity) of valid Unicode text, no
+    deeper than Python's encoder goes."""
+    try:
+        text = COMPACT_JSON.encode(task)
+    except TypeError as error:
+        raise TypeError(f"{name} is not JSON-serialisable: {error}") from None
+    except ValueError as error:
+        raise ValueError(f"{name} is not JSON-serialisable: {error}") from None
+    except RecursionError:
+        raise ValueError(f"{name} nests too deeply to encode as JSON") from None
+    # A lone surrogate (a non-UTF-8 byte read with surrogateescape) survives
+    # the encoder but no queue can send it; ASCII text cannot hold one.
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise ValueError(f"{name} is not valid Unicode text: {error.reason}") from None
+    return text
+
+
+def check_configured(queue: object) -> None:
+    """``ImproperlyConfigured`` naming ``queue`` if its
+    ``configuration_errors()`` (else ``check()``) reports a serious
+    problem: raised before a claim, not by the send after it."""
+    errors_of = getattr(queue, "configuration_errors", None)
+    if callable(errors_of):
+        errors = list(errors_of())
+    else:
+        check = getattr(queue, "check", None)
+        errors = [m for m in check() if m.is_serious()] if callable(check) else []
+    if errors:
+        problems = "; ".join(str(message.msg) for message in errors)
+        name = getattr(queue, "name", None) or type(queue).__name__
+        raise ImproperlyConfigured(f"queue {name!r} is misconfigured: {problems}")
+
+
+def check_encodes(queue: object, bodies: Iterable[Any]) -> None:
+    """Encodes each of ``bodies`` with ``queue.encode`` (if the queue has
+    one), so a body it rejects raises its error before a claim is written."""
+    encode = getattr(queue, "encode", None)
+    if callable(encode):
+        for body in bodies:
+            encode(body)

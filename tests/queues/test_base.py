@@ -1,0 +1,86 @@
+"""BaseQueue: what every backend inherits. ``encode`` names the queue for
+every body it cannot send; ``configuration_errors`` keeps the serious
+``check()`` messages, asked for once per instance however many enqueues
+need them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from django.core import checks
+
+from astral_taskclaim.queues.base import BaseQueue, MessageBatch, ReceivedMessage
+
+
+class Probe(BaseQueue):
+    """A backend that sends nothing and counts its ``check()`` calls."""
+
+    def __init__(self, *messages: checks.CheckMessage) -> None:
+        super().__init__("probe")
+        self.messages = list(messages)
+        self.checks = 0
+
+    def check(self) -> list[checks.CheckMessage]:
+        self.checks += 1
+        return self.messages
+
+    def send(self, body: Any, *, delay_seconds: float = 0) -> None:
+        raise AssertionError("not sent in these tests")
+
+    def receive(self, *, max_messages: int, wait_seconds: float = 0) -> MessageBatch:
+        return MessageBatch(self.name, [])
+
+    def settle(self, messages: Sequence[ReceivedMessage]) -> None:
+        pass
+
+
+def nested(depth: int) -> list[Any]:
+    body: list[Any] = []
+    for _ in range(depth):
+        body = [body]
+    return body
+
+
+def test_encode_is_compact_utf8_json() -> None:
+    assert Probe().encode({"a": [1, "é"]}) == '{"a":[1,"é"]}'.encode()
+
+
+def test_a_body_nested_too_deep_is_a_value_error_naming_the_queue() -> None:
+    message = r"^queue 'probe': body nests too deeply to encode as JSON$"
+    with pytest.raises(ValueError, match=message):
+        Probe().encode(nested(100_000))
+
+
+def test_a_lone_surrogate_is_a_value_error_naming_the_queue() -> None:
+    with pytest.raises(
+        ValueError, match=r"^queue 'probe': body is not valid Unicode text: surrogates not allowed"
+    ):
+        Probe().encode({"name": "caf\udce9"})
+
+
+@pytest.mark.parametrize(
+    ("body", "match"),
+    [({"x": float("nan")}, "Out of range float"), ({"x": object()}, "not JSON serializable")],
+)
+def test_a_body_that_is_not_json_is_a_type_error_naming_the_queue(body: Any, match: str) -> None:
+    message = rf"^queue 'probe': body is not JSON-serialisable: .*{match}"
+    with pytest.raises(TypeError, match=message):
+        Probe().encode(body)
+
+
+def test_configuration_errors_keep_the_serious_messages_and_ask_once() -> None:
+    error = checks.Error("bad", id="probe.E001")
+    critical = checks.Critical("worse", id="probe.E002")
+    queue = Probe(checks.Warning("meh", id="probe.W001"), error, critical)
+    assert queue.configuration_errors() == (error, critical)
+    assert queue.configuration_errors() == (error, critical)
+    assert queue.checks == 1
+
+
+def test_a_well_configured_queue_is_asked_once_too() -> None:
+    queue = Probe()
+    assert queue.configuration_errors() == ()
+    assert queue.configuration_errors() == ()
+    assert queue.checks == 1

@@ -1,0 +1,187 @@
+"""The checks made before anything is written: a task's JSON, and a queue's
+configuration and encoding, which enqueue_claimed and enqueue_claimed_many
+apply before claiming, whether the key is free, expired or held."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+
+from astral_taskclaim.bulk import enqueue_claimed_many
+from astral_taskclaim.claims import claim_task, enqueue_claimed, envelope
+from astral_taskclaim.queues.memory import MemoryQueue
+from astral_taskclaim.validation import (
+    PLACEHOLDER_CLAIM,
+    check_configured,
+    check_encodes,
+    is_token,
+    validate_task,
+)
+from tests.claimkit import RecordingQueue, claims, empty_claims  # noqa: F401  (a fixture)
+
+
+def deep_list(depth: int) -> list[Any]:
+    task: list[Any] = []
+    for _ in range(depth):
+        task = [task]
+    return task
+
+
+def test_a_lone_surrogate_in_a_task_is_named() -> None:
+    with pytest.raises(ValueError, match="task is not valid Unicode text: surrogates not allowed"):
+        validate_task({"name": "caf\udce9"})
+    with pytest.raises(ValueError, match="items\\[3\\] task is not valid Unicode"):
+        validate_task(["\udce9"], name="items[3] task")
+
+
+def test_a_surrogate_in_a_dict_key_is_named_too() -> None:
+    with pytest.raises(ValueError, match="task is not valid Unicode text"):
+        validate_task({"caf\udce9": 1})
+
+
+def test_a_task_too_deep_for_the_encoder_is_named() -> None:
+    with pytest.raises(ValueError, match=r"^task nests too deeply to encode as JSON$"):
+        validate_task(deep_list(100_000))
+
+
+def test_valid_non_ascii_text_passes_unchanged() -> None:
+    assert validate_task({"n": "Zoë 🚀"}) == '{"n":"Zoë 🚀"}'
+    assert validate_task(deep_list(50)) == "[" * 51 + "]" * 51
+
+
+def test_the_placeholder_is_as_long_as_every_token() -> None:
+    assert is_token(PLACEHOLDER_CLAIM)
+    assert len(PLACEHOLDER_CLAIM) == len(str(uuid.uuid4()))
+
+
+class CheckOnly:
+    """A duck-typed queue with ``check()`` but no ``configuration_errors()``."""
+
+    name = "duck"
+
+    def __init__(self, *messages: checks.CheckMessage) -> None:
+        self.messages = list(messages)
+        self.calls = 0
+
+    def check(self) -> list[checks.CheckMessage]:
+        self.calls += 1
+        return self.messages
+
+
+def test_check_configured_raises_the_serious_messages_naming_the_queue() -> None:
+    queue = CheckOnly(
+        checks.Warning("just a warning", id="x.W001"),
+        checks.Error("bad option a", id="x.E001"),
+        checks.Critical("bad option b", id="x.E002"),
+    )
+    with pytest.raises(
+        ImproperlyConfigured, match=r"^queue 'duck' is misconfigured: bad option a; bad option b$"
+    ):
+        check_configured(queue)
+
+
+def test_check_configured_passes_warnings_and_queues_without_checks() -> None:
+    check_configured(CheckOnly(checks.Warning("just a warning", id="x.W001")))
+    check_configured(RecordingQueue())
+    check_configured(object())
+
+
+def test_check_encodes_uses_the_queues_encode_when_it_has_one() -> None:
+    check_encodes(RecordingQueue(), [object()])  # no encode: nothing to check
+    queue = MemoryQueue("small")
+    queue.max_body_bytes = 10  # type: ignore[misc]
+    check_encodes(queue, [[1, 2]])
+    with pytest.raises(ValueError, match="queue 'small': body is 11 bytes, over the 10-byte"):
+        check_encodes(queue, [[1, 2], "x" * 9])
+
+
+# Through the enqueue calls, on a queue outside the database (claims first).
+
+Enqueue = Callable[[Any, str, Any], object]
+ENQUEUES: dict[str, Enqueue] = {
+    "single": lambda queue, key, task: enqueue_claimed(queue, key, task, window_seconds=60),
+    "many": lambda queue, key, task: enqueue_claimed_many(queue, [(key, task)], window_seconds=60),
+}
+
+
+@pytest.fixture
+def memory_queue() -> Iterator[MemoryQueue]:
+    queue = MemoryQueue("checked", options={"queue_name": f"checked-{uuid.uuid4()}"})
+    yield queue
+    queue.purge()
+
+
+@pytest.fixture
+def keys(empty_claims: None) -> dict[str, str]:  # noqa: F811
+    """Tokens of a held claim and of an expired one, as stored."""
+    claim_task("held", window_seconds=600)
+    claim_task("expired", window_seconds=0)
+    return tokens()
+
+
+def tokens() -> dict[str, str]:
+    return {key: token for key, (token, _) in claims().items()}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("call", ENQUEUES, ids=list(ENQUEUES))
+@pytest.mark.parametrize("key", ["held", "expired", "free"])
+def test_a_body_the_queue_rejects_raises_before_any_claim(
+    memory_queue: MemoryQueue, keys: dict[str, str], call: str, key: str
+) -> None:
+    memory_queue.max_body_bytes = 100  # type: ignore[misc]
+    with pytest.raises(ValueError, match=r"'checked': body is 2\d\d bytes, over the 100-byte"):
+        ENQUEUES[call](memory_queue, key, "x" * 200)
+    assert tokens() == keys  # the expired claim was not replaced
+    assert memory_queue.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("call", ENQUEUES, ids=list(ENQUEUES))
+def test_a_body_at_the_limit_goes_and_one_byte_more_does_not(
+    memory_queue: MemoryQueue, keys: dict[str, str], call: str
+) -> None:
+    task = {"n": "é" * 20}
+    size = len(memory_queue.encode(envelope("k:ü", str(uuid.uuid4()), 60, task)))
+    memory_queue.max_body_bytes = size  # type: ignore[misc]
+    ENQUEUES[call](memory_queue, "k:ü", task)
+    with pytest.raises(ValueError, match=f"body is {size + 1} bytes, over the {size}-byte limit"):
+        ENQUEUES[call](memory_queue, "k:ö", {"n": "é" * 20 + "x"})
+    assert set(tokens()) == {*keys, "k:ü"}
+    assert memory_queue.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("call", ENQUEUES, ids=list(ENQUEUES))
+@pytest.mark.parametrize("key", ["held", "expired", "free"])
+def test_a_misconfigured_queue_raises_before_any_claim(
+    keys: dict[str, str], call: str, key: str
+) -> None:
+    queue = MemoryQueue("misconfigured", options={"visibility_timeout": 0})
+    with pytest.raises(
+        ImproperlyConfigured,
+        match=r"queue 'misconfigured' is misconfigured: .*'misconfigured'.*visibility_timeout",
+    ):
+        ENQUEUES[call](queue, key, {"id": 1})
+    assert tokens() == keys
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_duck_typed_queue_with_only_check_is_checked_too(keys: dict[str, str]) -> None:
+    class Duck(CheckOnly):
+        def send(self, body: Any) -> None:
+            raise AssertionError("never sent")
+
+        def send_many(self, bodies: Any) -> None:
+            raise AssertionError("never sent")
+
+    queue = Duck(checks.Error("no such region", id="duck.E001"))
+    for call in ENQUEUES.values():
+        with pytest.raises(ImproperlyConfigured, match="queue 'duck' is misconfigured: no such"):
+            call(queue, "expired", 1)
+    assert tokens() == keys
