@@ -43,6 +43,7 @@ from .remote import (
     Secret,
     batch_bodies,
     batch_count,
+    check_messages,
     chunks,
     http_url,
     integer,
@@ -73,7 +74,6 @@ OPTIONS = {
     "backoff_seconds": Option(number(0, 60), default=0.5),
     "max_backoff_seconds": Option(number(0, 3600), default=60.0),
 }
-_CHECK_IDS = {"missing": "E012", "invalid": "E013", "unknown": "E014"}
 
 
 class CloudflareError(QueueError):
@@ -125,10 +125,7 @@ class CloudflareQueue(BaseQueue):
     def check(self) -> list[checks.CheckMessage]:
         """E012-E014 for missing, invalid and unknown options."""
         _, problems = self._problems()
-        return [
-            checks.Error(problem.message, id=f"astral_taskclaim.{_CHECK_IDS[problem.kind]}")
-            for problem in problems
-        ]
+        return check_messages(problems)
 
     def close(self) -> None:
         """Closes the HTTP connection pool; the next call opens a new one."""

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
+from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
 REQUIRED: Any = object()
@@ -151,6 +152,19 @@ def parse_options(
                 OptionProblem("unknown", f"{owner} has unknown option {name!r}; known: {known}")
             )
     return values, problems
+
+
+#: System check id of each kind of option problem (the same on every backend).
+CHECK_IDS = {"missing": "E012", "invalid": "E013", "unknown": "E014"}
+
+
+def check_messages(problems: list[OptionProblem]) -> list[checks.CheckMessage]:
+    """``problems`` as system-check errors: E012 missing, E013 invalid,
+    E014 unknown option."""
+    return [
+        checks.Error(problem.message, id=f"astral_taskclaim.{CHECK_IDS[problem.kind]}")
+        for problem in problems
+    ]
 
 
 def raise_problems(problems: list[OptionProblem]) -> None:

@@ -47,6 +47,7 @@ from .remote import (
     Secret,
     batch_bodies,
     batch_count,
+    check_messages,
     chunks,
     http_url,
     integer,
@@ -82,7 +83,6 @@ OPTIONS = {
     "visibility_timeout": Option(optional(integer(0, 43_200)), default=None),
 }
 _SECRETS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
-_CHECK_IDS = {"missing": "E012", "invalid": "E013", "unknown": "E014"}
 # Characters SQS refuses in a body; they can only occur inside JSON strings,
 # where a \\u escape denotes the same text.
 _NOT_ALLOWED = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -134,10 +134,7 @@ class SQSQueue(BaseQueue):
     def check(self) -> list[checks.CheckMessage]:
         """E012-E014 for missing, invalid and unknown options."""
         _, problems = self._problems()
-        return [
-            checks.Error(problem.message, id=f"astral_taskclaim.{_CHECK_IDS[problem.kind]}")
-            for problem in problems
-        ]
+        return check_messages(problems)
 
     def close(self) -> None:
         """Closes the client's connections; the next call opens new ones."""
