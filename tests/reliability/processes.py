@@ -21,7 +21,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
 
 import psycopg
 import pytest
@@ -30,24 +29,11 @@ from django.db import connection, connections
 from astral_taskclaim.claims import enqueue_claimed
 from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.claimkit import raw_connection
+from tests.e2e.support import database_url
 from tests.reliability.conftest import ROOT
 from tests.reliability.workerapp.tasks import CHANNEL, RUNS_TABLE
 
 DEADLINE = 120.0
-
-
-def database_url(application_name: str) -> str:
-    """The test database's URL, naming its connections ``application_name``."""
-    settings = connection.settings_dict
-    query = {k: str(v) for k, v in settings["OPTIONS"].items() if isinstance(v, str | int)}
-    query["application_name"] = application_name
-    user = quote(settings["USER"] or "", safe="")
-    password = f":{quote(settings['PASSWORD'], safe='')}" if settings["PASSWORD"] else ""
-    host = settings["HOST"] or ""
-    if host.startswith("/"):
-        query["host"], host = host, ""
-    port = f":{settings['PORT']}" if settings["PORT"] else ""
-    return f"postgres://{user}{password}@{host}{port}/{settings['NAME']}?{urlencode(query)}"
 
 
 def subprocess_env(application_name: str, **extra: str) -> dict[str, str]:
