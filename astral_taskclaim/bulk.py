@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from typing import Any
 
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
 
 from . import statements
 from .claims import (
@@ -54,13 +54,37 @@ def _validated_keys(keys: object) -> list[str]:
     return [validate_key(key, name=f"keys[{index}]") for index, key in enumerate(keys)]
 
 
+#: SQLSTATEs of a ``claim_many.sql`` that lost a race to another session
+#: (``unique_violation`` on a key inserted after its snapshot, and a
+#: ``deadlock_detected`` PostgreSQL broke): the upsert then does the work.
+_LOST_RACE = frozenset({"23505", "40P01"})
+
+
 def _claim_many(alias: str, keys: Sequence[str], window_seconds: float) -> dict[str, str]:
-    """Fresh tokens of the keys this statement claimed; ``keys`` distinct."""
+    """Fresh tokens of the keys this statement claimed; ``keys`` distinct.
+
+    Outside a transaction the cheaper ``claim_many.sql`` goes first (plain
+    inserts for absent keys) and the upsert runs only when it lost a race;
+    inside one, where a failed statement would abort the caller's
+    transaction, the upsert runs at once.
+    """
     if not keys:
         return {}
     params = {"keys": list(keys), "seconds": float(window_seconds)}
-    rows = statements.run(alias, "taskclaim/claim_many.sql", params)
-    return dict(rows)
+    connection = connections[alias]
+    if connection.in_atomic_block or not connection.get_autocommit():
+        return dict(statements.run(alias, "taskclaim/claim_many_upsert.sql", params))
+    try:
+        return dict(statements.run(alias, "taskclaim/claim_many.sql", params))
+    except DatabaseError as error:
+        if getattr(error.__cause__, "sqlstate", None) not in _LOST_RACE:
+            raise
+        logger.debug(
+            "bulk claim of %d keys raced another session; claiming them by upsert",
+            len(keys),
+            extra={"event": "claims.bulk_claim_raced", "keys": list(keys[:20])},
+        )
+    return dict(statements.run(alias, "taskclaim/claim_many_upsert.sql", params))
 
 
 def claim_tasks(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import pytest
@@ -57,10 +58,14 @@ def messages() -> list[str]:
         return [body for (body,) in cursor.fetchall()]
 
 
-def test_claim_tasks_claims_free_and_expired_keys_only() -> None:
+@pytest.mark.parametrize("atomic", [False, True], ids=["plain inserts", "upsert"])
+def test_claim_tasks_claims_free_and_expired_keys_only(atomic: bool) -> None:
+    # Outside a transaction absent keys are inserted plainly; inside one the
+    # upsert claims them all (tests/sql/test_claim_many.py has the races).
     held = claim_task("held", window_seconds=600)
     claim_task("expired", window_seconds=0)
-    tokens = claim_tasks(["a", "held", "expired", "a"], window_seconds=60)
+    with transaction.atomic() if atomic else nullcontext():
+        tokens = claim_tasks(["a", "held", "expired", "a"], window_seconds=60)
     assert tokens[1] is None
     assert tokens[3] is None
     stored = claims()

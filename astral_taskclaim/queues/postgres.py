@@ -18,8 +18,8 @@ The default backend; no other service is needed::
   counts the delivery in ``attempts`` and hides them for
   ``visibility_timeout`` seconds. A consumer that dies loses nothing: when
   its lease runs out the message is delivered again.
-- ``settle`` costs one statement for all acks (delete) and one for all
-  retries (visible again after each delay), in one transaction. A
+- ``settle`` costs one statement for the whole batch: acks deleted,
+  retries visible again after each delay, a NOTIFY for those due at once. A
   settlement whose lease ran out and was taken by another delivery is
   skipped and logged (``queue.settle_stale``): raise ``visibility_timeout``
   above a batch's run time.
@@ -48,10 +48,10 @@ from typing import Any
 
 import psycopg
 from django.core import checks
-from django.db import connections, transaction
+from django.db import connections
 from psycopg import sql
 
-from .. import sqlfiles
+from .. import sqlfiles, statements
 from ..conf import app_settings
 from ..connections import separate_connection
 from .base import MAX_DELAY_SECONDS, BaseQueue, MessageBatch, ReceivedMessage
@@ -193,9 +193,9 @@ class PostgresQueue(BaseQueue):
         return None if value is None else float(value)
 
     def settle(self, messages: Sequence[ReceivedMessage]) -> None:
-        """Deletes the acked and delays the retried messages: at most three
-        statements (ack, retry, NOTIFY for retries due at once), one
-        transaction."""
+        """Deletes the acked and delays the retried messages, and wakes
+        waiting consumers for retries due at once: one statement
+        (``queue/settle.sql``) whatever the batch, so one round trip."""
         acks: list[tuple[int, str]] = []
         retries: list[tuple[int, str, float]] = []
         for message in messages:
@@ -209,29 +209,15 @@ class PostgresQueue(BaseQueue):
         if not acks and not retries:
             return
         self._problems.raise_first()
-        settled = 0
-        with (
-            transaction.atomic(using=self.database),
-            connections[self.database].cursor() as cursor,
-        ):
-            if acks:
-                params: dict[str, list[Any]] = {
-                    "ids": [id_ for id_, _ in acks],
-                    "leases": [lease for _, lease in acks],
-                }
-                cursor.execute(sqlfiles.read("queue/ack.sql"), params)
-                settled += cursor.rowcount
-            if retries:
-                delays = [delay for _, _, delay in retries]
-                params = {
-                    "ids": [id_ for id_, _, _ in retries],
-                    "leases": [lease for _, lease, _ in retries],
-                    "delays": delays,
-                }
-                cursor.execute(sqlfiles.read("queue/retry.sql"), params)
-                settled += cursor.rowcount
-                if any(delay == 0 for delay in delays):
-                    cursor.execute(sqlfiles.read("queue/notify.sql"), {"channel": self.channel})
+        params = {
+            "ack_ids": [id_ for id_, _ in acks],
+            "ack_leases": [lease for _, lease in acks],
+            "retry_ids": [id_ for id_, _, _ in retries],
+            "retry_leases": [lease for _, lease, _ in retries],
+            "delays": [delay for _, _, delay in retries],
+            "channel": self.channel,
+        }
+        [(settled, _woken)] = statements.run(self.database, "queue/settle.sql", params)
         stale = len(acks) + len(retries) - settled
         if stale:
             logger.warning(

@@ -55,6 +55,31 @@ def test_an_idle_receive_wakes_on_notify(make_queue: MakeQueue) -> None:
     assert time.monotonic() - started < 30
 
 
+def test_a_retry_due_at_once_wakes_an_idle_receive(make_queue: MakeQueue) -> None:
+    # The message is leased for 60 s and polling is every 60 s: only the
+    # NOTIFY of the settle that retries it can deliver it within the bound.
+    queue = make_queue(poll_interval=60, visibility_timeout=60)
+    queue.send({"n": 1})
+    [leased] = queue.receive(max_messages=1).messages
+    waiting = PostgresQueue("pg", options={"queue_name": queue.queue_name, "poll_interval": 60})
+
+    def retry_once_listening() -> None:
+        wait_for_listener(queue.channel)
+        leased.retry(delay_seconds=0)
+        queue.settle([leased])
+        connection.close()
+
+    settler = threading.Thread(target=retry_once_listening)
+    started = time.monotonic()
+    settler.start()
+    batch = waiting.receive(max_messages=1, wait_seconds=120)
+    settler.join()
+    waiting.close()
+    assert [m.body for m in batch.messages] == [{"n": 1}]
+    assert [m.attempts for m in batch.messages] == [2]
+    assert time.monotonic() - started < 30
+
+
 def test_an_idle_receive_wakes_when_a_delayed_message_is_due(make_queue: MakeQueue) -> None:
     queue = make_queue(poll_interval=60)
     queue.send({"n": 1}, delay_seconds=0.5)

@@ -1,0 +1,33 @@
+-- Settles a received batch in one statement: deletes the acked messages,
+-- shows each retried one again after its delay (seconds), and wakes the
+-- queue's waiting consumers when a retry is due at once. A message is
+-- settled only while it is still under the lease it was received with: a
+-- settlement that comes after its lease ran out (and the message went to
+-- another consumer) changes nothing. Returns how many it settled.
+--
+-- One statement is one transaction even in autocommit, so a batch settles
+-- in a single round trip, and the NOTIFY is sent only if its retries
+-- commit.
+WITH acked AS (
+  DELETE FROM taskclaim.message AS m
+  USING unnest(%(ack_ids)s::bigint[], %(ack_leases)s::uuid[]) AS acked (id, lease)
+  WHERE m.id = acked.id AND m.lease = acked.lease
+  RETURNING m.id
+),
+retried AS (
+  UPDATE taskclaim.message AS m
+  SET visible_at = statement_timestamp() + make_interval(secs => retried.delay),
+      lease = NULL,
+      leased_at = NULL
+  FROM unnest(%(retry_ids)s::bigint[], %(retry_leases)s::uuid[], %(delays)s::float8[])
+    AS retried (id, lease, delay)
+  WHERE m.id = retried.id AND m.lease = retried.lease
+  RETURNING retried.delay
+),
+woken AS (
+  SELECT pg_notify(%(channel)s, '')
+  FROM (SELECT FROM retried WHERE retried.delay = 0 LIMIT 1) AS due_now
+)
+SELECT
+  (SELECT count(*) FROM acked) + (SELECT count(*) FROM retried) AS settled,
+  (SELECT count(*) FROM woken) AS woken

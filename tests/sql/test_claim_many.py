@@ -1,0 +1,140 @@
+"""taskclaim/claim_many.sql and claim_many_upsert.sql: claim_tasks inserts
+absent keys plainly outside a transaction, and falls back on the upsert when
+another session inserts one of its keys meanwhile, or when it runs inside a
+transaction a failed statement would abort."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+
+import pytest
+from django.db import OperationalError, connection, connections, transaction
+
+from astral_taskclaim.bulk import claim_tasks
+from astral_taskclaim.testing import HeldTransaction, hold_transaction
+from tests.claimkit import (
+    claims,
+    django_pid,
+    empty_claims,  # noqa: F401  (a fixture)
+    insert_claim,
+    until,
+)
+from tests.sql.test_claim import blocking_pids
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
+
+RACED = "claims.bulk_claim_raced"
+
+
+def inserting(key: str, *, commit: bool = True) -> Callable[[Callable[[], None]], None]:
+    """A ``hold_transaction`` body that inserts a claim of ``key``, holds,
+    then commits (or rolls back)."""
+
+    def body(hold: Callable[[], None]) -> None:
+        with transaction.atomic():
+            insert_claim(key, seconds=600, token="00000000-0000-4000-8000-0000000000aa")
+            hold()
+            transaction.set_rollback(not commit)
+
+    return body
+
+
+@contextmanager
+def claiming_behind(
+    held: HeldTransaction, keys: list[str], *, atomic: bool = False
+) -> Iterator[Future[list[str | None]]]:
+    """Runs ``claim_tasks(keys)`` in a thread (inside ``atomic()`` when
+    asked) and yields its result once it waits on ``held``'s transaction."""
+    started: Future[int] = Future()
+    result: Future[list[str | None]] = Future()
+
+    def claimer() -> None:
+        try:
+            started.set_result(django_pid())
+            if atomic:
+                with transaction.atomic():
+                    tokens = claim_tasks(keys, window_seconds=600)
+                    # The transaction is still usable after the race.
+                    tokens.append(claim_tasks(["after"], window_seconds=600)[0])
+            else:
+                tokens = claim_tasks(keys, window_seconds=600)
+            result.set_result(tokens)
+        except BaseException as error:
+            result.set_exception(error)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=claimer)
+    thread.start()
+    pid = started.result(timeout=30)
+    until(lambda: held.holder in blocking_pids(pid))
+    assert not result.done()
+    try:
+        yield result
+    finally:
+        held.release()
+        thread.join()
+
+
+def test_a_key_inserted_by_another_session_meanwhile_is_left_to_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="astral_taskclaim.bulk")
+    with (
+        hold_transaction(inserting("contested")) as held,
+        claiming_behind(held, ["a", "contested", "b"]) as result,
+    ):
+        pass
+    tokens = result.result(timeout=30)
+    assert tokens[1] is None
+    stored = claims()
+    assert stored["contested"][0] == "00000000-0000-4000-8000-0000000000aa"
+    assert [stored["a"][0], stored["b"][0]] == [tokens[0], tokens[2]]
+    assert [r.event for r in caplog.records if hasattr(r, "event")] == [RACED]
+
+
+def test_a_rolled_back_insert_meanwhile_leaves_the_key_to_the_plain_insert(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="astral_taskclaim.bulk")
+    with (
+        hold_transaction(inserting("contested", commit=False)) as held,
+        claiming_behind(held, ["a", "contested"]) as result,
+    ):
+        pass
+    tokens = result.result(timeout=30)
+    assert None not in tokens
+    assert claims()["contested"][0] == tokens[1]
+    assert not [r for r in caplog.records if getattr(r, "event", None) == RACED]
+
+
+def test_inside_a_transaction_a_race_neither_fails_nor_breaks_it() -> None:
+    with (
+        hold_transaction(inserting("contested")) as held,
+        claiming_behind(held, ["a", "contested"], atomic=True) as result,
+    ):
+        pass
+    tokens = result.result(timeout=30)
+    assert tokens[1] is None
+    assert tokens[0] is not None
+    assert tokens[2] is not None
+    assert set(claims()) == {"a", "contested", "after"}
+
+
+def test_an_error_that_is_no_race_is_raised_as_it_is() -> None:
+    with connection.cursor() as cursor:
+        # Waiting on the other session's insert times out: no race lost.
+        cursor.execute("SET statement_timeout = '50ms'")
+    try:
+        with hold_transaction(inserting("contested")) as held:
+            with pytest.raises(OperationalError, match="statement timeout"):
+                claim_tasks(["contested"], window_seconds=60)
+            held.release()
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET statement_timeout")
+    assert set(claims()) == {"contested"}
