@@ -32,7 +32,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from types import FrameType
 from typing import Any
 
@@ -57,32 +57,26 @@ IDLE_PAUSE = 1.0
 SETTLE_TRIES = 5
 
 
+#: The counters a batch's summary adds to a worker's totals.
+_COUNTERS = tuple(f.name for f in fields(ConsumeSummary) if f.type == "int")
+
+
 @dataclass
-class WorkerStats:
-    """What a worker did so far."""
+class WorkerStats(ConsumeSummary):
+    """What a worker did so far: the totals of its batches' summaries
+    (``ok``, ``retried``, ..., ``retry_delays``), and what happened around
+    them."""
 
     batches: int = 0
     received: int = 0
-    ok: int = 0
-    retried: int = 0
-    failed: int = 0
-    malformed: int = 0
-    unparseable: int = 0
-    claim_write_failures: int = 0
     #: Messages received but not run (shutdown or a database error), retried at once.
     returned: int = 0
     database_errors: int = 0
-    #: The delay of every retry, in seconds.
-    retry_delays: list[float] = field(default_factory=list)
 
     def add(self, summary: ConsumeSummary) -> None:
         """Adds one ``consume_claimed`` summary."""
-        self.ok += summary.ok
-        self.retried += summary.retried
-        self.failed += summary.failed
-        self.malformed += summary.malformed
-        self.unparseable += summary.unparseable
-        self.claim_write_failures += summary.claim_write_failures
+        for name in _COUNTERS:
+            setattr(self, name, getattr(self, name) + getattr(summary, name))
         self.retry_delays.extend(summary.retry_delays)
 
 
@@ -123,7 +117,7 @@ class Worker:
         self.max_messages = None if max_messages is None else _count("max_messages", max_messages)
         self.queue = queue
         self.using = using
-        self.stats = WorkerStats()
+        self.stats = WorkerStats(queue)
         self._exit = exit
         self._stop = threading.Event()
         self._backoff = FIRST_BACKOFF

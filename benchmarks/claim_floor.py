@@ -17,10 +17,10 @@ TARGET = 0.90
 OURS = "claim_task"
 FLOOR = "raw psycopg, prepared"
 #: Claims per alternating chunk.
-CHUNK = 100
+CHUNK = 50
 
 
-def run(ctx: Context, *, claims: int = 2000) -> list[Row]:
+def run(ctx: Context, *, claims: int = 5000) -> list[Row]:
     from django.db import connection
 
     from astral_taskclaim import claim_task

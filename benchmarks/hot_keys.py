@@ -50,7 +50,7 @@ RETURNING token
 """
 
 
-def run(ctx: Context, *, triggers: int = 3000, producers: tuple[int, ...] = (1, 4)) -> list[Row]:
+def run(ctx: Context, *, triggers: int = 6000, producers: tuple[int, ...] = (1, 4)) -> list[Row]:
     rows: list[Row] = []
     missed = doubled = 0
     for threads in producers:

@@ -37,12 +37,12 @@ from urllib.parse import quote
 import httpx
 from django.core import checks
 
+from . import arguments
 from .base import BaseQueue, MessageBatch, QueueError, ReceivedMessage
 from .remote import (
     Option,
     Secret,
     batch_bodies,
-    batch_count,
     check_messages,
     chunks,
     http_url,
@@ -50,8 +50,6 @@ from .remote import (
     number,
     parse_options,
     raise_problems,
-    wait_time,
-    whole_seconds,
 )
 from .remote import secret as secret_option
 from .remote import text as text_option
@@ -138,7 +136,7 @@ class CloudflareQueue(BaseQueue):
     def send(self, body: Any, *, delay_seconds: float = 0) -> None:
         """Pushes ``body`` (``POST .../messages``), after ``delay_seconds``
         (rounded up to whole seconds, at most 43200)."""
-        delay = whole_seconds(delay_seconds, self.max_delay_seconds)
+        delay = arguments.whole_delay_seconds(delay_seconds, self.max_delay_seconds)
         self._post("", _message(self.encode(body), delay))
 
     def send_many(self, bodies: Sequence[Any]) -> None:
@@ -157,8 +155,8 @@ class CloudflareQueue(BaseQueue):
     def receive(self, *, max_messages: int, wait_seconds: float = 0) -> MessageBatch:
         """Pulls up to ``max_messages`` (1-100); pulls again every
         ``poll_interval`` until one arrives or ``wait_seconds`` pass."""
-        count = batch_count(max_messages, self.max_batch_size)
-        deadline = time.monotonic() + wait_time(wait_seconds)
+        count = arguments.max_messages(max_messages, self.max_batch_size)
+        deadline = time.monotonic() + arguments.wait_seconds(wait_seconds)
         config = self._config()
         request = {"batch_size": count, "visibility_timeout_ms": config["visibility_timeout_ms"]}
         while True:
@@ -188,7 +186,7 @@ class CloudflareQueue(BaseQueue):
             if message.settlement == "ack":
                 acks.append({"lease_id": message.receipt})
             else:
-                delay = whole_seconds(message.delay_seconds, self.max_delay_seconds)
+                delay = arguments.whole_delay_seconds(message.delay_seconds, self.max_delay_seconds)
                 retries.append({"lease_id": message.receipt, "delay_seconds": delay})
         if acks or retries:
             self._post("/ack", json.dumps({"acks": acks, "retries": retries}).encode())

@@ -1,5 +1,5 @@
-"""Validation of the PostgreSQL and in-memory queues' ``OPTIONS`` and of
-the arguments of their methods.
+"""Validation of the PostgreSQL and in-memory queues' ``OPTIONS`` (their
+methods' arguments are checked by :mod:`.arguments`, as every backend's).
 
 A backend validates its options once, when it is created, without raising:
 :meth:`~astral_taskclaim.queues.BaseQueue.check` reports the problems as
@@ -109,30 +109,3 @@ class OptionProblems:
                 hint="Set OPTIONS['queue_name'] to a shorter name.",
             )
         return value
-
-
-def batch_size_argument(max_messages: object, limit: int) -> int:
-    """``max_messages`` of ``receive()`` if it is an int from 1 to ``limit``."""
-    if isinstance(max_messages, bool) or not isinstance(max_messages, int):
-        raise TypeError(f"max_messages must be an int, got {max_messages!r}")
-    if not 1 <= max_messages <= limit:
-        raise ValueError(f"max_messages must be from 1 to {limit}, got {max_messages}")
-    return max_messages
-
-
-def wait_argument(wait_seconds: object) -> float:
-    """``wait_seconds`` of ``receive()`` if it is a finite number from 0."""
-    if isinstance(wait_seconds, bool) or not isinstance(wait_seconds, int | float):
-        raise TypeError(f"wait_seconds must be a number, got {wait_seconds!r}")
-    if not 0 <= wait_seconds < float("inf"):
-        raise ValueError(f"wait_seconds must be a finite number from 0, got {wait_seconds}")
-    return float(wait_seconds)
-
-
-def delay_argument(delay_seconds: object, maximum: float) -> float:
-    """``delay_seconds`` of ``send()`` if it is a number from 0 to ``maximum``."""
-    if isinstance(delay_seconds, bool) or not isinstance(delay_seconds, int | float):
-        raise TypeError(f"delay_seconds must be a number, got {delay_seconds!r}")
-    if not 0 <= delay_seconds <= maximum:
-        raise ValueError(f"delay_seconds must be in [0, {maximum}], got {delay_seconds}")
-    return float(delay_seconds)

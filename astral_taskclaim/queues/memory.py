@@ -33,8 +33,9 @@ from typing import Any
 
 from django.core import checks
 
+from . import arguments
 from .base import MAX_DELAY_SECONDS, BaseQueue, MessageBatch, ReceivedMessage
-from .local_options import OptionProblems, batch_size_argument, delay_argument, wait_argument
+from .local_options import OptionProblems
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ class MemoryQueue(BaseQueue):
 
     def send(self, body: Any, *, delay_seconds: float = 0) -> None:
         """Queues ``body``, visible after ``delay_seconds``."""
-        delay = delay_argument(delay_seconds, self.max_delay_seconds)
+        delay = arguments.delay_seconds(delay_seconds, self.max_delay_seconds)
         self.store.add([self.encode(body).decode("utf-8")], delay)
 
     def send_many(self, bodies: Sequence[Any]) -> None:
@@ -132,8 +133,8 @@ class MemoryQueue(BaseQueue):
     def receive(self, *, max_messages: int, wait_seconds: float = 0) -> MessageBatch:
         """Leases up to ``max_messages`` visible messages, oldest due first;
         waits up to ``wait_seconds`` for the first."""
-        limit = batch_size_argument(max_messages, self.max_batch_size)
-        wait = wait_argument(wait_seconds)
+        limit = arguments.max_messages(max_messages, self.max_batch_size)
+        wait = arguments.wait_seconds(wait_seconds)
         store = self.store
         deadline = time.monotonic() + wait
         with store.condition:

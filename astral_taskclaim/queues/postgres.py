@@ -54,8 +54,9 @@ from psycopg import sql
 from .. import sqlfiles, statements
 from ..conf import app_settings
 from ..connections import separate_connection
+from . import arguments
 from .base import MAX_DELAY_SECONDS, BaseQueue, MessageBatch, ReceivedMessage
-from .local_options import OptionProblems, batch_size_argument, delay_argument, wait_argument
+from .local_options import OptionProblems
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +133,7 @@ class PostgresQueue(BaseQueue):
     def send(self, body: Any, *, delay_seconds: float = 0) -> None:
         """Inserts ``body`` (visible after ``delay_seconds``) in the caller's
         transaction, if any."""
-        delay = delay_argument(delay_seconds, self.max_delay_seconds)
+        delay = arguments.delay_seconds(delay_seconds, self.max_delay_seconds)
         text = self.encode(body).decode("utf-8")
         params = {"queue": self.queue_name, "body": text, "delay": delay}
         self._execute("queue/send.sql", params)
@@ -151,8 +152,8 @@ class PostgresQueue(BaseQueue):
     def receive(self, *, max_messages: int, wait_seconds: float = 0) -> MessageBatch:
         """Leases up to ``max_messages`` messages; waits up to
         ``wait_seconds`` (NOTIFY or polling) for the first."""
-        limit = batch_size_argument(max_messages, self.max_batch_size)
-        wait = wait_argument(wait_seconds)
+        limit = arguments.max_messages(max_messages, self.max_batch_size)
+        wait = arguments.wait_seconds(wait_seconds)
         self._problems.raise_first()
         deadline = time.monotonic() + wait
         # LISTEN before looking, so a message sent in between still wakes us.

@@ -1,5 +1,5 @@
 """What the remote backends (Cloudflare, SQS) share: checking their
-``OPTIONS`` and the queue methods' arguments, and keeping secrets out of sight.
+``OPTIONS``, batching bodies, and keeping secrets out of sight.
 
 A backend declares its options as a mapping of name to :class:`Option`;
 :func:`parse_options` returns the values with defaults filled in and a list
@@ -173,26 +173,7 @@ def raise_problems(problems: list[OptionProblem]) -> None:
         raise ImproperlyConfigured("; ".join(problem.message for problem in problems))
 
 
-# Arguments of the queue methods, checked the same way by every remote backend.
-
-
-def whole_seconds(delay: Any, limit: int) -> int:
-    """``delay`` (a number in ``[0, limit]``) rounded up to whole seconds:
-    a remote queue counts in seconds, and a retry must never come early."""
-    if isinstance(delay, bool) or not isinstance(delay, int | float):
-        raise TypeError(f"delay_seconds must be a number, got {delay!r}")
-    if not 0 <= delay <= limit:
-        raise ValueError(f"delay_seconds must be in [0, {limit}], got {delay}")
-    return math.ceil(delay)
-
-
-def batch_count(max_messages: Any, limit: int) -> int:
-    """``max_messages``, an int in ``[1, limit]``."""
-    if isinstance(max_messages, bool) or not isinstance(max_messages, int):
-        raise TypeError(f"max_messages must be an int, got {max_messages!r}")
-    if not 1 <= max_messages <= limit:
-        raise ValueError(f"max_messages must be in [1, {limit}], got {max_messages}")
-    return max_messages
+# What the remote backends send and how they split it.
 
 
 def batch_bodies(owner: str, bodies: Any, limit: int) -> None:
@@ -201,15 +182,6 @@ def batch_bodies(owner: str, bodies: Any, limit: int) -> None:
         raise TypeError(f"{owner}: send_many needs a sequence of bodies, got {bodies!r:.80}")
     if len(bodies) > limit:
         raise ValueError(f"{owner}: {len(bodies)} bodies, over the batch limit of {limit}")
-
-
-def wait_time(value: Any) -> float:
-    """``wait_seconds`` of ``receive``: a finite number >= 0."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"wait_seconds must be a number, got {value!r}")
-    if not 0 <= value < math.inf:
-        raise ValueError(f"wait_seconds must be finite and >= 0, got {value}")
-    return float(value)
 
 
 def chunks(items: list[bytes], count: int, size: int) -> Iterator[list[bytes]]:

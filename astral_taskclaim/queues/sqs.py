@@ -40,13 +40,13 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from django.core import checks
 
+from . import arguments
 from .base import BaseQueue, MessageBatch, QueueError, ReceivedMessage
 from .remote import (
     Option,
     OptionProblem,
     Secret,
     batch_bodies,
-    batch_count,
     check_messages,
     chunks,
     http_url,
@@ -56,8 +56,6 @@ from .remote import (
     raise_problems,
     secret,
     text,
-    wait_time,
-    whole_seconds,
 )
 
 if TYPE_CHECKING:
@@ -187,7 +185,7 @@ class SQSQueue(BaseQueue):
 
     def send(self, body: Any, *, delay_seconds: float = 0) -> None:
         """``SendMessage``; ``delay_seconds`` (rounded up) at most 900."""
-        delay = whole_seconds(delay_seconds, self.max_delay_seconds)
+        delay = arguments.whole_delay_seconds(delay_seconds, self.max_delay_seconds)
         if delay > MAX_SEND_DELAY_SECONDS:
             raise ValueError(
                 f"queue {self.alias!r}: SQS delays a new message at most "
@@ -228,8 +226,8 @@ class SQSQueue(BaseQueue):
     def receive(self, *, max_messages: int, wait_seconds: float = 0) -> MessageBatch:
         """``ReceiveMessage`` with long polling, at most ``wait_time_seconds``
         per call, until a message arrives or ``wait_seconds`` pass."""
-        count = batch_count(max_messages, self.max_batch_size)
-        deadline = time.monotonic() + wait_time(wait_seconds)
+        count = arguments.max_messages(max_messages, self.max_batch_size)
+        deadline = time.monotonic() + arguments.wait_seconds(wait_seconds)
         client, config = self._connect()
         request: dict[str, Any] = {
             "QueueUrl": config["queue_url"],
@@ -265,7 +263,7 @@ class SQSQueue(BaseQueue):
             if message.settlement == "ack":
                 acks.append({"Id": str(index), "ReceiptHandle": receipt.handle})
             elif message.settlement == "retry":
-                delay = whole_seconds(message.delay_seconds, self.max_delay_seconds)
+                delay = arguments.whole_delay_seconds(message.delay_seconds, self.max_delay_seconds)
                 # SQS counts its 12-hour visibility limit from the receive.
                 room = self.max_delay_seconds - math.ceil(now - receipt.received_at)
                 entry = {"Id": str(index), "ReceiptHandle": receipt.handle}

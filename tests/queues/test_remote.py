@@ -1,4 +1,4 @@
-"""What the remote backends share: options, secrets and argument checks."""
+"""What the remote backends share: options, secrets, batching."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from astral_taskclaim.queues.remote import (
     OptionProblem,
     Secret,
     batch_bodies,
-    batch_count,
     chunks,
     integer,
     number,
@@ -19,8 +18,6 @@ from astral_taskclaim.queues.remote import (
     raise_problems,
     secret,
     text,
-    wait_time,
-    whole_seconds,
 )
 
 SPEC = {
@@ -69,36 +66,12 @@ def test_parse_options_reports_every_problem_without_echoing_secrets() -> None:
     raise_problems([])
 
 
-@pytest.mark.parametrize(
-    ("delay", "seconds"), [(0, 0), (0.001, 1), (1, 1), (29.5, 30), (43_200, 43_200)]
-)
-def test_delays_round_up(delay: float, seconds: int) -> None:
-    assert whole_seconds(delay, 43_200) == seconds
-
-
-@pytest.mark.parametrize(
-    ("value", "error"),
-    [(-0.1, ValueError), (43_200.5, ValueError), (float("inf"), ValueError), (True, TypeError)],
-)
-def test_bad_delays(value: object, error: type[Exception]) -> None:
-    with pytest.raises(error, match="delay_seconds"):
-        whole_seconds(value, 43_200)
-
-
-def test_batch_arguments() -> None:
-    assert batch_count(10, 10) == 10
-    for bad, error in ((0, ValueError), (11, ValueError), (True, TypeError), (2.0, TypeError)):
-        with pytest.raises(error, match="max_messages"):
-            batch_count(bad, 10)
+def test_batch_bodies() -> None:
     batch_bodies("queue 'q'", [1, 2], 2)
     with pytest.raises(ValueError, match="queue 'q': 3 bodies, over the batch limit of 2"):
         batch_bodies("queue 'q'", [1, 2, 3], 2)
     with pytest.raises(TypeError, match="sequence of bodies"):
         batch_bodies("queue 'q'", "body", 2)
-    assert wait_time(0) == 0.0
-    for bad_wait, error in ((-1, ValueError), (float("nan"), ValueError), ("1", TypeError)):
-        with pytest.raises(error, match="wait_seconds"):
-            wait_time(bad_wait)
 
 
 def test_chunks_respect_count_and_size() -> None:
