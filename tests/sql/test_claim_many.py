@@ -6,9 +6,10 @@ transaction a failed statement would abort."""
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 
 import pytest
@@ -138,3 +139,47 @@ def test_an_error_that_is_no_race_is_raised_as_it_is() -> None:
         with connection.cursor() as cursor:
             cursor.execute("RESET statement_timeout")
     assert set(claims()) == {"contested"}
+
+
+def test_overlapping_bulk_claims_from_many_sessions_claim_each_key_once() -> None:
+    # Four sessions claim shuffled, overlapping lists at once, over rounds:
+    # whichever statement each ends up running (plain inserts, or the upsert
+    # after a lost race), every free or expired key has exactly one winner,
+    # whose token is the one stored, and a held key has none.
+    rng = random.Random(7)
+    sessions = 4
+    for round_ in range(5):
+        held = {
+            f"r{round_}:held:{i}": insert_claim(f"r{round_}:held:{i}", seconds=600)
+            for i in range(20)
+        }
+        expired = [f"r{round_}:expired:{i}" for i in range(40)]
+        for key in expired:
+            insert_claim(key, seconds=-1)
+        free = [f"r{round_}:free:{i}" for i in range(140)]
+        every = [*held, *expired, *free]
+        lists = [rng.sample(every, k=150) for _ in range(sessions)]
+        barrier = threading.Barrier(sessions)
+
+        def claim(keys: list[str], barrier: threading.Barrier = barrier) -> list[str | None]:
+            try:
+                barrier.wait(timeout=30)
+                return claim_tasks(keys, window_seconds=600)
+            finally:
+                connections.close_all()
+
+        with ThreadPoolExecutor(sessions) as pool:
+            results = list(pool.map(claim, lists))
+        winners: dict[str, list[str]] = {}
+        for keys, tokens in zip(lists, results, strict=True):
+            for key, token in zip(keys, tokens, strict=True):
+                if token is not None:
+                    winners.setdefault(key, []).append(token)
+        asked = set().union(*map(set, lists))
+        assert set(winners) == asked - set(held)
+        assert all(len(tokens) == 1 for tokens in winners.values())
+        stored = claims()
+        assert {key: stored[key][0] for key in winners} == {
+            key: tokens[0] for key, tokens in winners.items()
+        }
+        assert {key: stored[key][0] for key in held} == held
