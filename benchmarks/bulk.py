@@ -31,7 +31,7 @@ ENQUEUE_FLOOR_SQL = (
 )
 
 
-def run(ctx: Context, *, keys: int = 40_000, batch: int = BATCH) -> list[Row]:
+def run(ctx: Context, *, keys: int = 20_000, batch: int = BATCH) -> list[Row]:
     from django.db import connection
 
     from astral_taskclaim.bulk import claim_tasks, enqueue_claimed_many
