@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,7 @@ def write_chart(path: Path, rows: list[Row], *, title: str) -> bool:
         return False
     columns = 3
     lines = math.ceil(len(panels) / columns)
-    fig, axes = plt.subplots(lines, columns, figsize=(15, 3.6 * lines), squeeze=False)
+    fig, axes = plt.subplots(lines, columns, figsize=(15, 4.2 * lines), squeeze=False)
     for ax in axes.flat[len(panels) :]:
         ax.axis("off")
     for ax, row in zip(axes.flat, panels, strict=False):
@@ -109,19 +110,24 @@ def write_chart(path: Path, rows: list[Row], *, title: str) -> bool:
         high = [row.figures[n].max - m for n, m in zip(names, medians, strict=True)]
         colours = ["#2b7bba" if _is_ours(n) else "#9a9a9a" for n in names]
         ax.barh(range(len(names)), medians, xerr=[low, high], color=colours, capsize=3)
-        ax.set_yticks(range(len(names)), [n.replace(" ", "\n", 1) for n in names], fontsize=7)
+        ax.set_yticks(
+            range(len(names)),
+            [textwrap.fill(n, 18, break_long_words=False) for n in names],
+            fontsize=7,
+        )
         ax.invert_yaxis()
         units = {row.figures[n].unit for n in names}
         ax.set_xlabel(" / ".join(sorted(units)), fontsize=8)
         ax.tick_params(axis="x", labelsize=7)
         mark = {True: "holds", False: "MISSED", None: "n/a"}[row.holds]
+        heading = f"{row.number}. {row.title}: {row.measured} (target {row.target}: {mark})"
         ax.set_title(
-            f"{row.number}. {row.title}\n{row.measured} (target {row.target}: {mark})",
+            textwrap.fill(heading, 62),
             fontsize=8,
             color={True: "#1a7f37", False: "#c0392b", None: "#555555"}[row.holds],
         )
     fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.98))
     tmp = path.with_suffix(".png.tmp")
     fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
