@@ -9,12 +9,15 @@ one call. ``consume_claimed`` decides per message with ``ack()`` /
 from __future__ import annotations
 
 import json
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from django.core import checks
+
+logger = logging.getLogger(__name__)
 
 #: Cloudflare Queues' longest retry delay, which every backend honours.
 MAX_DELAY_SECONDS = 43_200
@@ -169,6 +172,16 @@ class BaseQueue(ABC):
             errors = tuple(message for message in self.check() if message.is_serious())
             self._configuration_errors = errors
         return errors
+
+    def _log_stale_settlements(self, stale: int, *, advice: str = "") -> None:
+        """Warns (``queue.settle_stale``) that ``stale`` settlements were
+        skipped: their lease ran out and another delivery owns the message."""
+        logger.warning(
+            "%s: %d settlements skipped: their lease ran out and the messages were "
+            "delivered again%s",
+            *(self.alias, stale, f"; {advice}" if advice else ""),
+            extra={"event": "queue.settle_stale", "queue": self.alias, "stale": stale},
+        )
 
     def close(self) -> None:  # noqa: B027  (optional hook)
         """Releases connections; the queue may be used again afterwards."""

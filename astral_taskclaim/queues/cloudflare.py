@@ -35,21 +35,18 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-from django.core import checks
 
 from . import arguments
-from .base import BaseQueue, MessageBatch, QueueError, ReceivedMessage
+from .base import MessageBatch, QueueError, ReceivedMessage
 from .remote import (
     Option,
+    RemoteQueue,
     Secret,
     batch_bodies,
-    check_messages,
     chunks,
     http_url,
     integer,
     number,
-    parse_options,
-    raise_problems,
 )
 from .remote import secret as secret_option
 from .remote import text as text_option
@@ -86,7 +83,7 @@ class CloudflareError(QueueError):
         self.errors = errors
 
 
-class CloudflareQueue(BaseQueue):
+class CloudflareQueue(RemoteQueue):
     """A Cloudflare queue with an HTTP pull consumer.
 
     Options: ``account_id``, ``queue_id``, ``api_token`` (required);
@@ -101,35 +98,12 @@ class CloudflareQueue(BaseQueue):
     max_batch_size = 100
     max_body_bytes = 128 * 1024
 
+    option_spec = OPTIONS
+    _client: httpx.Client | None
+
     def __init__(self, alias: str, *, options: dict[str, Any] | None = None) -> None:
         super().__init__(alias, options=options)
-        if isinstance(self.options.get("api_token"), str):
-            # Keep the raw token out of ``self.options``, where it could be dumped.
-            self.options["api_token"] = Secret(self.options["api_token"])
-        self._client: httpx.Client | None = None
         self._sleep = time.sleep
-
-    # Configuration
-
-    def _problems(self) -> tuple[dict[str, Any], list[Any]]:
-        owner = f"TASKCLAIM_QUEUES[{self.alias!r}]['OPTIONS']"
-        return parse_options(owner, self.options, OPTIONS)
-
-    def _config(self) -> dict[str, Any]:
-        config, problems = self._problems()
-        raise_problems(problems)
-        return config
-
-    def check(self) -> list[checks.CheckMessage]:
-        """E012-E014 for missing, invalid and unknown options."""
-        _, problems = self._problems()
-        return check_messages(problems)
-
-    def close(self) -> None:
-        """Closes the HTTP connection pool; the next call opens a new one."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
 
     # Sending
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import logging
 import threading
 import time
 import uuid
@@ -36,8 +35,6 @@ from django.core import checks
 from . import arguments
 from .base import MAX_DELAY_SECONDS, BaseQueue, MessageBatch, ReceivedMessage
 from .local_options import OptionProblems
-
-logger = logging.getLogger(__name__)
 
 OPTIONS = frozenset({"queue_name", "visibility_timeout"})
 DEFAULT_VISIBILITY_TIMEOUT = 60.0
@@ -186,12 +183,7 @@ class MemoryQueue(BaseQueue):
                     entry.visible_at = now + float(message.delay_seconds)
             store.condition.notify_all()
         if stale:
-            logger.warning(
-                "%s: %d settlements skipped: their lease ran out and the messages were "
-                "delivered again",
-                *(self.alias, stale),
-                extra={"event": "queue.settle_stale", "queue": self.alias, "stale": stale},
-            )
+            self._log_stale_settlements(stale)
 
     def count(self) -> int:
         """Messages in the queue, leased and delayed ones included."""

@@ -221,11 +221,8 @@ class PostgresQueue(BaseQueue):
         [(settled, _woken)] = statements.run(self.database, "queue/settle.sql", params)
         stale = len(acks) + len(retries) - settled
         if stale:
-            logger.warning(
-                "%s: %d settlements skipped: their lease ran out and the messages were "
-                "delivered again; raise visibility_timeout above a batch's run time",
-                *(self.alias, stale),
-                extra={"event": "queue.settle_stale", "queue": self.alias, "stale": stale},
+            self._log_stale_settlements(
+                stale, advice="raise visibility_timeout above a batch's run time"
             )
 
     def _ensure_listener(self) -> bool:

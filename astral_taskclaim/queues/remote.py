@@ -1,5 +1,6 @@
-"""What the remote backends (Cloudflare, SQS) share: checking their
-``OPTIONS``, batching bodies, and keeping secrets out of sight.
+"""What the remote backends (Cloudflare, SQS) share: their base class
+:class:`RemoteQueue`, checking their ``OPTIONS``, batching bodies, and
+keeping secrets out of sight.
 
 A backend declares its options as a mapping of name to :class:`Option`;
 :func:`parse_options` returns the values with defaults filled in and a list
@@ -14,10 +15,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple
 
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
+
+from .base import BaseQueue
 
 REQUIRED: Any = object()
 """Default of an option that must be given."""
@@ -197,3 +200,48 @@ def chunks(items: list[bytes], count: int, size: int) -> Iterator[list[bytes]]:
         total += len(item)
     if chunk:
         yield chunk
+
+
+class RemoteQueue(BaseQueue):
+    """Base of the backends on a remote service: ``OPTIONS`` checked against
+    the class's :attr:`option_spec` (credentials kept as :class:`Secret`),
+    the same problems reported by :meth:`check` and raised on use, and a
+    client opened on first use that :meth:`close` closes."""
+
+    #: The backend's options, name to :class:`Option`.
+    option_spec: ClassVar[Mapping[str, Option]] = {}
+
+    def __init__(self, alias: str, *, options: dict[str, Any] | None = None) -> None:
+        super().__init__(alias, options=options)
+        for name, option in self.option_spec.items():
+            if option.secret and isinstance(self.options.get(name), str):
+                # Keep the raw credential out of ``self.options``, where it could be dumped.
+                self.options[name] = Secret(self.options[name])
+        self._client: Any = None
+
+    @property
+    def owner(self) -> str:
+        """How messages name this queue's options."""
+        return f"TASKCLAIM_QUEUES[{self.alias!r}]['OPTIONS']"
+
+    def _problems(self) -> tuple[dict[str, Any], list[OptionProblem]]:
+        """The options' clean values and what is wrong with them; a backend
+        extends it with rules across options."""
+        return parse_options(self.owner, self.options, self.option_spec)
+
+    def _config(self) -> dict[str, Any]:
+        """The clean options; ``ImproperlyConfigured`` listing any problem."""
+        config, problems = self._problems()
+        raise_problems(problems)
+        return config
+
+    def check(self) -> list[checks.CheckMessage]:
+        """E012-E014 for missing, invalid and unknown options."""
+        _, problems = self._problems()
+        return check_messages(problems)
+
+    def close(self) -> None:
+        """Closes the client's connections; the next call opens new ones."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None

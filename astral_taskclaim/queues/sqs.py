@@ -38,22 +38,19 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
-from django.core import checks
 
 from . import arguments
-from .base import BaseQueue, MessageBatch, QueueError, ReceivedMessage
+from .base import MessageBatch, QueueError, ReceivedMessage
 from .remote import (
     Option,
     OptionProblem,
+    RemoteQueue,
     Secret,
     batch_bodies,
-    check_messages,
     chunks,
     http_url,
     integer,
     optional,
-    parse_options,
-    raise_problems,
     secret,
     text,
 )
@@ -94,7 +91,7 @@ class Receipt:
     received_at: float
 
 
-class SQSQueue(BaseQueue):
+class SQSQueue(RemoteQueue):
     """An SQS standard queue.
 
     Options: ``queue_url`` (required); ``region_name``, ``endpoint_url``,
@@ -108,41 +105,25 @@ class SQSQueue(BaseQueue):
     max_batch_size = 10
     max_body_bytes = 256 * 1024
 
-    def __init__(self, alias: str, *, options: dict[str, Any] | None = None) -> None:
-        super().__init__(alias, options=options)
-        for name in _SECRETS:
-            if isinstance(self.options.get(name), str):
-                self.options[name] = Secret(self.options[name])
-        self._client: SQSClient | None = None
+    option_spec = OPTIONS
+    _client: SQSClient | None
 
     # Configuration
 
     def _problems(self) -> tuple[dict[str, Any], list[OptionProblem]]:
-        owner = f"TASKCLAIM_QUEUES[{self.alias!r}]['OPTIONS']"
-        config, problems = parse_options(owner, self.options, OPTIONS)
+        config, problems = super()._problems()
         if (config["aws_access_key_id"] is None) != (config["aws_secret_access_key"] is None):
             problems.append(
                 OptionProblem(
                     "invalid",
-                    f"{owner} needs both aws_access_key_id and aws_secret_access_key, or neither",
+                    f"{self.owner} needs both aws_access_key_id and aws_secret_access_key, "
+                    "or neither",
                 )
             )
         return config, problems
 
-    def check(self) -> list[checks.CheckMessage]:
-        """E012-E014 for missing, invalid and unknown options."""
-        _, problems = self._problems()
-        return check_messages(problems)
-
-    def close(self) -> None:
-        """Closes the client's connections; the next call opens new ones."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-
     def _connect(self) -> tuple[SQSClient, dict[str, Any]]:
-        config, problems = self._problems()
-        raise_problems(problems)
+        config = self._config()
         if self._client is None:
             keys = {name: config[name].reveal() for name in _SECRETS if config[name] is not None}
             # The read timeout must outlast the longest long poll.

@@ -189,6 +189,7 @@ def test_a_settlement_after_the_lease_was_taken_again_is_skipped(
         queue.settle([late])
     assert len(rows(queue)) == 1  # the current delivery still owns it
     assert [r.event for r in caplog.records] == ["queue.settle_stale"]  # type: ignore[attr-defined]
+    assert "raise visibility_timeout" in caplog.records[0].getMessage()
     current.ack()
     queue.settle([current])
     assert rows(queue) == []
