@@ -55,8 +55,9 @@ def _validated_keys(keys: object) -> list[str]:
 
 
 #: SQLSTATEs of a ``claim_many.sql`` that lost a race to another session
-#: (``unique_violation`` on a key inserted after its snapshot, and a
-#: ``deadlock_detected`` PostgreSQL broke): the upsert then does the work.
+#: (``unique_violation`` on a key inserted after its snapshot; and
+#: ``deadlock_detected``, which its bytewise order should rule out): the
+#: upsert then does the work.
 _LOST_RACE = frozenset({"23505", "40P01"})
 
 
@@ -64,9 +65,10 @@ def _claim_many(alias: str, keys: Sequence[str], window_seconds: float) -> dict[
     """Fresh tokens of the keys this statement claimed; ``keys`` distinct.
 
     Outside a transaction the cheaper ``claim_many.sql`` goes first (plain
-    inserts for absent keys) and the upsert runs only when it lost a race;
-    inside one, where a failed statement would abort the caller's
-    transaction, the upsert runs at once.
+    inserts for absent keys); the upsert runs only when some key has an
+    expired claim to replace or the plain inserts lost a race. Inside a
+    transaction, where a failed statement would abort the caller's work,
+    the upsert runs at once.
     """
     if not keys:
         return {}
@@ -75,7 +77,7 @@ def _claim_many(alias: str, keys: Sequence[str], window_seconds: float) -> dict[
     if connection.in_atomic_block or not connection.get_autocommit():
         return dict(statements.run(alias, "taskclaim/claim_many_upsert.sql", params))
     try:
-        return dict(statements.run(alias, "taskclaim/claim_many.sql", params))
+        rows = statements.run(alias, "taskclaim/claim_many.sql", params)
     except DatabaseError as error:
         if getattr(error.__cause__, "sqlstate", None) not in _LOST_RACE:
             raise
@@ -84,6 +86,9 @@ def _claim_many(alias: str, keys: Sequence[str], window_seconds: float) -> dict[
             len(keys),
             extra={"event": "claims.bulk_claim_raced", "keys": list(keys[:20])},
         )
+    else:
+        if rows != [(None, None)]:
+            return dict(rows)
     return dict(statements.run(alias, "taskclaim/claim_many_upsert.sql", params))
 
 

@@ -14,7 +14,9 @@ from contextlib import contextmanager
 
 import pytest
 from django.db import OperationalError, connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
 
+from astral_taskclaim import sqlfiles
 from astral_taskclaim.bulk import claim_tasks
 from astral_taskclaim.testing import HeldTransaction, hold_transaction
 from tests.claimkit import (
@@ -22,13 +24,16 @@ from tests.claimkit import (
     django_pid,
     empty_claims,  # noqa: F401  (a fixture)
     insert_claim,
+    raw_connection,
     until,
 )
-from tests.sql.test_claim import blocking_pids
+from tests.sql.test_claim import blocking_pids, lock_row
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
 
 RACED = "claims.bulk_claim_raced"
+PLAIN = "taskclaim/claim_many.sql"
+UPSERT = "taskclaim/claim_many_upsert.sql"
 
 
 def inserting(key: str, *, commit: bool = True) -> Callable[[Callable[[], None]], None]:
@@ -79,6 +84,46 @@ def claiming_behind(
     finally:
         held.release()
         thread.join()
+
+
+def statements_run(keys: list[str]) -> list[str]:
+    """The first lines of the statements ``claim_tasks(keys)`` sends, in
+    order (the log has the values filled in)."""
+    with CaptureQueriesContext(connection) as queries:
+        assert None not in claim_tasks(keys, window_seconds=60)
+    return [query["sql"].split("\n", 1)[0] for query in queries.captured_queries]
+
+
+def test_new_keys_take_one_statement_and_an_expired_one_the_upsert_whole() -> None:
+    # Renewing the expired key after the plain inserts would break the one
+    # bytewise order every bulk claim takes rows in (and could deadlock).
+    plain, upsert = (sqlfiles.read(path).split("\n", 1)[0] for path in (PLAIN, UPSERT))
+    assert statements_run(["new:a", "new:b"]) == [plain]
+    insert_claim("old", seconds=-1)
+    assert statements_run(["new:c", "old"]) == [plain, upsert]
+    assert set(claims()) == {"new:a", "new:b", "new:c", "old"}
+
+
+def test_a_call_waiting_on_an_expired_key_holds_no_later_key() -> None:
+    # Rows are taken in one bytewise order: while the call waits for "e"
+    # (locked by another transaction) it must not hold "f" yet, or that
+    # transaction, claiming "e" then "f" in the same order, would deadlock
+    # with it. Were "f" inserted already, the probe's insert would wait.
+    insert_claim("e", seconds=-1)
+    with (
+        hold_transaction(lock_row("e")) as held,
+        claiming_behind(held, ["e", "f"]) as result,
+        raw_connection() as probe,
+        probe.transaction(force_rollback=True),
+    ):
+        probe.execute("SET LOCAL lock_timeout = '5s'")
+        probe.execute(
+            "INSERT INTO taskclaim.claim (key, expires_at, token) "
+            "VALUES ('f', now(), gen_random_uuid())"
+        )
+    tokens = result.result(timeout=30)
+    assert None not in tokens
+    assert [claims()[key][0] for key in ("e", "f")] == tokens
 
 
 def test_a_key_inserted_by_another_session_meanwhile_is_left_to_it(
@@ -144,7 +189,8 @@ def test_an_error_that_is_no_race_is_raised_as_it_is() -> None:
 def test_overlapping_bulk_claims_from_many_sessions_claim_each_key_once() -> None:
     # Four sessions claim shuffled, overlapping lists at once, over rounds:
     # whichever statement each ends up running (plain inserts, or the upsert
-    # after a lost race), every free or expired key has exactly one winner,
+    # for an expired key or after a lost race), none deadlocks, and every
+    # free or expired key has exactly one winner,
     # whose token is the one stored, and a held key has none.
     rng = random.Random(7)
     sessions = 4
@@ -157,8 +203,10 @@ def test_overlapping_bulk_claims_from_many_sessions_claim_each_key_once() -> Non
         for key in expired:
             insert_claim(key, seconds=-1)
         free = [f"r{round_}:free:{i}" for i in range(140)]
-        every = [*held, *expired, *free]
-        lists = [rng.sample(every, k=150) for _ in range(sessions)]
+        # Half the sessions have no expired key (plain inserts), half do
+        # (the upsert): both kinds take rows in the same order.
+        every, unexpired = [*held, *expired, *free], [*held, *free]
+        lists = [rng.sample(every if n % 2 else unexpired, k=120) for n in range(sessions)]
         barrier = threading.Barrier(sessions)
 
         def claim(keys: list[str], barrier: threading.Barrier = barrier) -> list[str | None]:

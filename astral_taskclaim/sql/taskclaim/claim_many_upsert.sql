@@ -1,4 +1,5 @@
--- claim_tasks() inside a transaction, and after claim_many.sql lost a race:
+-- claim_tasks() inside a transaction, and where claim_many.sql found an
+-- expired claim or lost a race:
 -- claims many distinct keys for a window of seconds in one statement, as
 -- claim.sql does for one, never failing on a key another session inserts
 -- meanwhile. Returns each key it claimed with its
