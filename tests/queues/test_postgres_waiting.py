@@ -6,12 +6,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from django.db import connection
 from psycopg import sql
 
+from astral_taskclaim.queues import MessageBatch
 from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.claimkit import raw_connection
 
@@ -36,23 +37,31 @@ def wait_for_listener(channel: str) -> None:
             observer.execute("SELECT pg_sleep(0.01)")
 
 
+def receive_woken_by(queue: PostgresQueue, action: Callable[[], object]) -> MessageBatch:
+    """``queue.receive`` (waiting up to 120 s) while another thread runs
+    ``action`` once the receive listens; fails unless the batch came well
+    within the wait, which only a NOTIFY can deliver."""
+
+    def act_once_listening() -> None:
+        wait_for_listener(queue.channel)
+        action()
+        connection.close()
+
+    actor = threading.Thread(target=act_once_listening)
+    started = time.monotonic()
+    actor.start()
+    batch = queue.receive(max_messages=1, wait_seconds=120)
+    actor.join()
+    assert time.monotonic() - started < 30
+    return batch
+
+
 def test_an_idle_receive_wakes_on_notify(make_queue: MakeQueue) -> None:
     # Polling every 60 s: only the trigger's NOTIFY can deliver within the bound.
     queue = make_queue(poll_interval=60)
     producer = PostgresQueue("pg", options={"queue_name": queue.queue_name})
-
-    def send_once_listening() -> None:
-        wait_for_listener(queue.channel)
-        producer.send({"n": 1})
-        connection.close()
-
-    sender = threading.Thread(target=send_once_listening)
-    started = time.monotonic()
-    sender.start()
-    batch = queue.receive(max_messages=1, wait_seconds=120)
-    sender.join()
+    batch = receive_woken_by(queue, lambda: producer.send({"n": 1}))
     assert [m.body for m in batch.messages] == [{"n": 1}]
-    assert time.monotonic() - started < 30
 
 
 def test_a_retry_due_at_once_wakes_an_idle_receive(make_queue: MakeQueue) -> None:
@@ -63,21 +72,14 @@ def test_a_retry_due_at_once_wakes_an_idle_receive(make_queue: MakeQueue) -> Non
     [leased] = queue.receive(max_messages=1).messages
     waiting = PostgresQueue("pg", options={"queue_name": queue.queue_name, "poll_interval": 60})
 
-    def retry_once_listening() -> None:
-        wait_for_listener(queue.channel)
+    def retry() -> None:
         leased.retry(delay_seconds=0)
         queue.settle([leased])
-        connection.close()
 
-    settler = threading.Thread(target=retry_once_listening)
-    started = time.monotonic()
-    settler.start()
-    batch = waiting.receive(max_messages=1, wait_seconds=120)
-    settler.join()
+    batch = receive_woken_by(waiting, retry)
     waiting.close()
     assert [m.body for m in batch.messages] == [{"n": 1}]
     assert [m.attempts for m in batch.messages] == [2]
-    assert time.monotonic() - started < 30
 
 
 def test_an_idle_receive_wakes_when_a_delayed_message_is_due(make_queue: MakeQueue) -> None:
