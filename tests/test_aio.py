@@ -7,7 +7,7 @@ import asyncio
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured, SynchronousOnlyOperation
@@ -20,10 +20,10 @@ from astral_taskclaim import (
     arelease_task,
     claim_task,
 )
-from astral_taskclaim.aio import aclose_connections
 from astral_taskclaim.claims import envelope
 from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
+from tests.aiokit import run
 from tests.claimkit import (
     RecordingQueue,
     claims,
@@ -34,21 +34,7 @@ from tests.claimkit import (
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
 
-T = TypeVar("T")
 QUEUE = "async-enqueue"
-
-
-def run(coroutine: Awaitable[T]) -> T:
-    """``coroutine``'s result, on a fresh event loop whose connections are
-    closed afterwards."""
-
-    async def main() -> T:
-        try:
-            return await coroutine
-        finally:
-            await aclose_connections()
-
-    return asyncio.run(main())
 
 
 @pytest.fixture
@@ -151,7 +137,7 @@ BAD_CALLS: list[tuple[Callable[[], Awaitable[Any]], type[Exception], str]] = [
         lambda: ahold_task("k", str(uuid.uuid4()), delay_seconds=-1, window_seconds=1),
         ValueError,
         "delay_seconds",
-    ),  # noqa: E501
+    ),
     (lambda: arelease_task("", str(uuid.uuid4())), ValueError, "key must not be empty"),
     (lambda: aclaim_task("k", window_seconds=60, using="nowhere"), ValueError, "using must name"),
 ]
