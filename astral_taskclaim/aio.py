@@ -27,11 +27,14 @@ message go in one statement, as for the sync call. Any other queue's
 Django's connection); it runs in the event loop's thread pool
 (``sync_to_async(thread_sensitive=False)``), so sends run side by side and
 the queue's ``send`` must be thread-safe (the stock ones are). The claim is
-written first and released if the send fails, as in the sync call.
+written first and released if the send fails, as in the sync call; a
+caller cancelled in between (a client that went away) does not stop the
+send, so the key is never left claimed with nothing queued.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from typing import Any
@@ -154,6 +157,14 @@ async def aenqueue_claimed(
         return token if rows else None
 
     check_encodes(queue, [envelope(key, PLACEHOLDER_CLAIM, window_seconds, task)])
+    # Shielded: a caller cancelled between the claim and the send (a client
+    # that went away) must not leave the key claimed with nothing queued.
+    return await asyncio.shield(_claim_then_send(queue, alias, key, task, window_seconds))
+
+
+async def _claim_then_send(
+    queue: Sender, alias: str, key: str, task: Any, window_seconds: float
+) -> str | None:
     claimed = await aclaim_task(key, window_seconds=window_seconds, using=alias)
     if claimed is None:
         return None

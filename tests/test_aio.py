@@ -263,3 +263,40 @@ def test_aenqueue_on_the_memory_queue_sends_one_message_per_key() -> None:
     assert sum(token is not None for token in results) == 3
     batch = queue.receive(max_messages=100)
     assert sorted(message.body["key"] for message in batch.messages) == ["k0", "k1", "k2"]
+
+
+class GatedQueue(RecordingQueue):
+    """``send`` signals ``entered``, then waits for ``gate`` before recording."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+        self.done = threading.Event()
+
+    def send(self, body: Any) -> None:
+        self.entered.set()
+        assert self.gate.wait(30)
+        super().send(body)
+        self.done.set()
+
+
+def test_a_caller_cancelled_between_claim_and_send_still_gets_the_task_sent() -> None:
+    queue = GatedQueue()
+
+    async def cancel_midway() -> str:
+        call = asyncio.ensure_future(aenqueue_claimed(queue, "k", {"n": 1}, window_seconds=60))
+        assert await asyncio.to_thread(queue.entered.wait, 30)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        queue.gate.set()
+        assert await asyncio.to_thread(queue.done.wait, 30)
+        return claims_token()
+
+    def claims_token() -> str:
+        return queue.sent[0]["claim"]  # type: ignore[no-any-return]
+
+    token = run(cancel_midway())
+    assert queue.sent == [envelope("k", token, 60, {"n": 1})]
+    assert claims()["k"][0] == token
