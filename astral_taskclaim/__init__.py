@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from .aio import aclaim_task, aenqueue_claimed, ahold_task, arelease_task
     from .bulk import claim_tasks, enqueue_claimed_many
     from .claims import claim_task, enqueue_claimed, hold_task, release_task
     from .consume import consume_claimed
@@ -22,6 +23,10 @@ if TYPE_CHECKING:
 
 # Public name → the module defining it.
 _EXPORTS = {
+    "aclaim_task": "aio",
+    "aenqueue_claimed": "aio",
+    "ahold_task": "aio",
+    "arelease_task": "aio",
     "claim_task": "claims",
     "claim_tasks": "bulk",
     "enqueue_claimed_many": "bulk",
@@ -34,6 +39,10 @@ _EXPORTS = {
 
 __all__ = [
     "__version__",
+    "aclaim_task",
+    "aenqueue_claimed",
+    "ahold_task",
+    "arelease_task",
     "claim_task",
     "claim_tasks",
     "consume_claimed",

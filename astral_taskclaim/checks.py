@@ -55,7 +55,7 @@ def check_settings(**kwargs: Any) -> list[checks.CheckMessage]:
     """E006 for a malformed setting, E001 for a database that is not PostgreSQL."""
     try:
         alias = app_settings.DATABASE
-        for name in ("ADMIN_ROLE", "SERVICE_ROLE", "QUEUES", "DELAY_SCALE"):
+        for name in ("ADMIN_ROLE", "SERVICE_ROLE", "QUEUES", "DELAY_SCALE", "ASYNC_POOL"):
             getattr(app_settings, name)
     except ImproperlyConfigured as error:
         return [checks.Error(str(error), id=ID.format("E006"))]

@@ -12,6 +12,7 @@ Setting                    Type                        Default
 ``TASKCLAIM_SERVICE_ROLE`` ``str | None``              ``None``
 ``TASKCLAIM_QUEUES``       ``dict[str, dict]``         one PostgreSQL queue
 ``TASKCLAIM_DELAY_SCALE``  ``float`` in (0, 1]         ``1.0``
+``TASKCLAIM_ASYNC_POOL``   ``int`` from 1              ``10``
 =========================  ==========================  ===================
 """
 
@@ -88,6 +89,14 @@ class AppSettings:
                 f"TASKCLAIM_DELAY_SCALE must be a number in (0, 1], got {value!r}"
             )
         return float(value)
+
+    @property
+    def ASYNC_POOL(self) -> int:
+        """Most connections the async functions open per event loop and database."""
+        value = _setting("TASKCLAIM_ASYNC_POOL", 10)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ImproperlyConfigured(f"TASKCLAIM_ASYNC_POOL must be an int from 1, got {value!r}")
+        return value
 
 
 app_settings = AppSettings()

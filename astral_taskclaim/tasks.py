@@ -141,12 +141,34 @@ class ClaimedTask(Generic[T]):
         from .claims import enqueue_claimed
         from .queues import queues
 
+        window = self._window(window_seconds, "enqueue")
+        return enqueue_claimed(queues[self.queue], key, task, window_seconds=window, using=using)
+
+    async def aenqueue(
+        self,
+        key: str,
+        task: Any,
+        *,
+        window_seconds: float | None = None,
+        using: str | None = None,
+    ) -> str | None:
+        """:meth:`enqueue` for async code: ``aenqueue_claimed(queues[self.queue],
+        key, task, ...)``, which commits on its own (never in a transaction)."""
+        from .aio import aenqueue_claimed
+        from .queues import queues
+
+        window = self._window(window_seconds, "aenqueue")
+        return await aenqueue_claimed(
+            queues[self.queue], key, task, window_seconds=window, using=using
+        )
+
+    def _window(self, window_seconds: float | None, method: str) -> float:
         window = self.window_seconds if window_seconds is None else window_seconds
         if window is None:
             raise ValueError(
-                f"{self.name}.enqueue() needs window_seconds (the task declares no default)"
+                f"{self.name}.{method}() needs window_seconds (the task declares no default)"
             )
-        return enqueue_claimed(queues[self.queue], key, task, window_seconds=window, using=using)
+        return window
 
     def consume(self, batch: MessageBatch, *, using: str | None = None) -> ConsumeSummary:
         """Runs ``batch`` through ``consume_claimed`` with this task's options."""

@@ -75,6 +75,8 @@ def test_e005_configured_role_missing() -> None:
         {"TASKCLAIM_DELAY_SCALE": True},
         {"TASKCLAIM_ADMIN_ROLE": "bad role;"},
         {"TASKCLAIM_QUEUES": ["default"]},
+        {"TASKCLAIM_ASYNC_POOL": 0},
+        {"TASKCLAIM_ASYNC_POOL": "10"},
     ],
 )
 def test_e006_malformed_setting(overrides: dict[str, object]) -> None:

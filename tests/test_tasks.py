@@ -15,6 +15,7 @@ from django.test import override_settings
 from astral_taskclaim.queues import MessageBatch, ReceivedMessage, queues
 from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.tasks import ClaimedTask, RetryAfter, TaskRegistry, registry
+from tests.aiokit import run
 from tests.claimkit import claims, empty_claims  # noqa: F401  (a fixture)
 
 MEMORY = {"BACKEND": "astral_taskclaim.queues.memory.MemoryQueue"}
@@ -186,6 +187,32 @@ def test_enqueue_without_a_window_says_so(tasks: TaskRegistry, memory_queue: str
     with pytest.raises(ValueError, match="needs window_seconds"):
         job.enqueue("k", {})
     assert claims() == {}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("empty_claims")
+def test_aenqueue_sends_under_the_tasks_window_and_coalesces(
+    tasks: TaskRegistry, memory_queue: str
+) -> None:
+    @tasks.task(queue=memory_queue, window_seconds=300)
+    def job(task: Any) -> None:
+        pass
+
+    @tasks.task(queue=f"{memory_queue}-none", name="windowless")
+    def windowless(task: Any) -> None:
+        pass
+
+    async def enqueue() -> list[str | None]:
+        with pytest.raises(ValueError, match=r"windowless.aenqueue\(\) needs window_seconds"):
+            await windowless.aenqueue("k", {})
+        return [await job.aenqueue("room:1", {"id": 1}), await job.aenqueue("room:1", {"id": 2})]
+
+    token, coalesced = run(enqueue())
+    assert token is not None
+    assert coalesced is None
+    bodies = [m.body for m in queues[memory_queue].receive(max_messages=10).messages]
+    assert bodies == [{"key": "room:1", "claim": token, "windowSeconds": 300, "task": {"id": 1}}]
+    assert claims()["room:1"][0] == token
 
 
 @pytest.mark.django_db(transaction=True)

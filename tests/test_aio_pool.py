@@ -1,0 +1,87 @@
+"""The async functions' connection pools: statements side by side up to the
+pool size, connections kept between calls, dead ones replaced."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+
+from astral_taskclaim import aclaim_task
+from astral_taskclaim.aio_pool import AsyncPool, pool
+from tests.aiokit import key_locked, run, waiting_behind
+from tests.claimkit import (
+    claims,
+    empty_claims,  # noqa: F401  (a fixture)
+    terminate,
+)
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
+
+
+@pytest.mark.parametrize(("pool_size", "callers", "side_by_side"), [(10, 6, 6), (3, 8, 3)])
+def test_statements_run_side_by_side_up_to_the_pool_size(
+    pool_size: int, callers: int, side_by_side: int
+) -> None:
+    async def scenario() -> tuple[list[str | None], int]:
+        async with key_locked("hot") as blocker:
+            calls = [
+                asyncio.ensure_future(aclaim_task("hot", window_seconds=600))
+                for _ in range(callers)
+            ]
+            await waiting_behind(blocker, side_by_side)
+            opened = (await pool(connection.alias)).size
+        return list(await asyncio.gather(*calls)), opened
+
+    with override_settings(TASKCLAIM_ASYNC_POOL=pool_size):
+        results, opened = run(scenario())
+    assert opened == side_by_side
+    tokens = [token for token in results if token is not None]
+    assert len(tokens) == 1
+    assert claims()["hot"][0] == tokens[0]
+
+
+def test_a_connection_is_kept_for_the_next_call() -> None:
+    async def scenario() -> tuple[AsyncPool, AsyncPool, int]:
+        first = await pool(connection.alias)
+        await aclaim_task("a", window_seconds=60)
+        await aclaim_task("b", window_seconds=60)
+        return first, await pool(connection.alias), first.size
+
+    first, second, size = run(scenario())
+    assert first is second
+    assert size == 1
+
+
+def test_a_connection_that_died_while_idle_is_replaced_and_the_call_succeeds() -> None:
+    async def scenario() -> tuple[str | None, int]:
+        await aclaim_task("first", window_seconds=60)
+        current = await pool(connection.alias)
+        [pid] = await asyncio.to_thread(pids_of_pool, current)
+        await asyncio.to_thread(terminate, pid)
+        return await aclaim_task("second", window_seconds=60), current.size
+
+    token, size = run(scenario())
+    assert token is not None
+    assert claims()["second"][0] == token
+    assert size == 1
+
+
+def pids_of_pool(current: AsyncPool) -> list[int]:
+    return [kept.info.backend_pid for kept in current._idle]
+
+
+def test_changed_settings_give_a_new_pool_and_close_the_old() -> None:
+    async def scenario() -> tuple[AsyncPool, AsyncPool]:
+        await aclaim_task(str(uuid.uuid4()), window_seconds=60)
+        before = await pool(connection.alias)
+        with override_settings(TASKCLAIM_ASYNC_POOL=2):
+            after = await pool(connection.alias)
+        return before, after
+
+    before, after = run(scenario())
+    assert before is not after
+    assert (before.size, after.max_size) == (0, 2)
