@@ -255,17 +255,3 @@ def test_the_test_case_transaction_does_not_count() -> None:
     assert len(queue.sent) == 1
     with pytest.raises(TransactionManagementError), transaction.atomic():
         enqueue_claimed(queue, "other", 1, window_seconds=60)
-
-
-@pytest.mark.parametrize(("window", "wire"), [(300, "300"), (300.0, "300"), (0.5, "0.5"), (0, "0")])
-def test_window_goes_on_the_wire_as_javascript_writes_it(window: float, wire: str) -> None:
-    from astral_taskclaim.claims import envelope
-    from astral_taskclaim.queues.base import BaseQueue
-
-    token = "0b6f3c1e-8d52-4d5e-9a43-2b7f0d8e9c11"
-    body = BaseQueue.encode(
-        type("Probe", (), {"alias": "probe", "max_body_bytes": 1 << 20})(),  # type: ignore[arg-type]
-        envelope("project:42", token, window, {"id": 42}),
-    )
-    expected = f'{{"key":"project:42","claim":"{token}","windowSeconds":{wire},"task":{{"id":42}}}}'
-    assert body.decode() == expected
