@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Literal
 from django.core import checks
 
 from ..envelope import encode_json
+from ..logtext import printable
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +173,7 @@ class BaseQueue(ABC):
         logger.warning(
             "%s: %d settlements skipped: their lease ran out and the messages were "
             "delivered again%s",
-            *(self.alias, stale, f"; {advice}" if advice else ""),
+            *(printable(self.alias), stale, f"; {advice}" if advice else ""),
             extra={"event": "queue.settle_stale", "queue": self.alias, "stale": stale},
         )
 
