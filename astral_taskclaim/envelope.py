@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -103,25 +103,39 @@ def encode_json(value: object, *, name: str, root: str | None = None) -> str:
     return text
 
 
+_CONTAINERS = (dict, list, tuple)
+
+# Where a container sits: its parent's place and its key or index there
+# (a linked list, so reaching a child costs one small tuple, whatever its depth).
+_Place = tuple["_Place | None", object]
+
+
 def _refuse_non_string_keys(value: object, name: str, root: str) -> None:
     # Iterative, so it goes as deep as the encoder did without recursing.
-    pending: list[tuple[object, tuple[object, ...]]] = [(value, ())]
+    pending: list[tuple[object, _Place | None]] = [(value, None)]
     while pending:
-        node, path = pending.pop()
+        node, place = pending.pop()
         if isinstance(node, dict):
-            for key, child in node.items():
+            for key in node:
                 if not isinstance(key, str):
-                    where = root + "".join(f"[{step!r}]" for step in path)
                     raise NotJSONError(
-                        f"{name} is not JSON-serialisable: {where} has the key {key!r} "
-                        f"({type(key).__name__}); JSON object keys must be str"
+                        f"{name} is not JSON-serialisable: {_path(root, place)} has the key "
+                        f"{key!r} ({type(key).__name__}); JSON object keys must be str"
                     )
-                if isinstance(child, dict | list | tuple):
-                    pending.append((child, (*path, key)))
+            children: Iterable[tuple[object, object]] = node.items()
         elif isinstance(node, list | tuple):
-            for index, child in enumerate(node):
-                if isinstance(child, dict | list | tuple):
-                    pending.append((child, (*path, index)))
+            children = enumerate(node)
+        else:
+            continue  # a scalar at the top
+        pending.extend([(c, (place, step)) for step, c in children if isinstance(c, _CONTAINERS)])
+
+
+def _path(root: str, place: _Place | None) -> str:
+    steps: list[object] = []
+    while place is not None:
+        place, step = place
+        steps.append(step)
+    return root + "".join(f"[{step!r}]" for step in reversed(steps))
 
 
 def message_body(key: str, token: str, window_seconds: float, task: Any) -> dict[str, Any]:

@@ -110,6 +110,18 @@ def test_a_failed_release_after_a_failed_send_is_logged_on_a_terminated_connecti
     assert enqueue_claimed(RecordingQueue(), "other", 1, window_seconds=600) is not None
 
 
+def test_a_key_with_a_newline_is_escaped_in_the_release_failure_message(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.ERROR, logger="astral_taskclaim")
+    queue = RecordingQueue(fail=SendFailed("down"), before_fail=lambda: terminate(django_pid()))
+    with pytest.raises(SendFailed):
+        enqueue_claimed(queue, "a\nERROR forged", {"id": 1}, window_seconds=600)
+    [record] = [r for r in caplog.records if getattr(r, "event", None)]
+    assert record.getMessage().startswith("task a\\nERROR forged: send failed")
+    assert record.key == "a\nERROR forged"  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize("transactional", [None, False, 1, "yes"])
 def test_a_non_transactional_queue_inside_atomic_raises_before_claiming(
     transactional: Any,
