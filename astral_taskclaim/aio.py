@@ -43,16 +43,9 @@ from asgiref.sync import sync_to_async
 from django.db import connections, transaction
 
 from .aio_pool import aclose_pools, pool
-from .claims import Sender, envelope, in_transaction, resolve_alias, sends_in_database
-from .validation import (
-    PLACEHOLDER_CLAIM,
-    check_configured,
-    check_encodes,
-    validate_key,
-    validate_seconds,
-    validate_task,
-    validate_token,
-)
+from .claims import Sender, in_transaction, resolve_alias, sends_in_database
+from .envelope import PLACEHOLDER_TOKEN, encode_json, message_body, validate_token
+from .validation import check_configured, check_encodes, validate_key, validate_seconds
 
 __all__ = [
     "aclaim_task",
@@ -138,14 +131,14 @@ async def aenqueue_claimed(
     """
     validate_key(key)
     validate_seconds(window_seconds, name="window_seconds")
-    validate_task(task)
+    encode_json(task, name="task")
     if not callable(getattr(queue, "send", None)):
         raise TypeError(f"queue must have a send(body) method, got {type(queue).__name__}")
     alias = _claims_alias(using, "aenqueue_claimed")
     check_configured(queue)
     if sends_in_database(queue, alias, "send"):
         token = str(uuid.uuid4())
-        body = queue.encode(envelope(key, token, window_seconds, task)).decode("utf-8")
+        body = queue.encode(message_body(key, token, window_seconds, task)).decode("utf-8")
         params = {
             "key": key,
             "seconds": float(window_seconds),
@@ -156,7 +149,7 @@ async def aenqueue_claimed(
         rows = await (await pool(alias)).run("taskclaim/enqueue.sql", params)
         return token if rows else None
 
-    check_encodes(queue, [envelope(key, PLACEHOLDER_CLAIM, window_seconds, task)])
+    check_encodes(queue, [message_body(key, PLACEHOLDER_TOKEN, window_seconds, task)])
     # Shielded: a caller cancelled between the claim and the send (a client
     # that went away) must not leave the key claimed with nothing queued.
     return await asyncio.shield(_claim_then_send(queue, alias, key, task, window_seconds))
@@ -170,7 +163,7 @@ async def _claim_then_send(
         return None
     try:
         await sync_to_async(queue.send, thread_sensitive=False)(
-            envelope(key, claimed, window_seconds, task)
+            message_body(key, claimed, window_seconds, task)
         )
     except Exception:
         try:

@@ -27,23 +27,9 @@ from typing import Any
 from django.db import DatabaseError, connections, transaction
 
 from . import statements
-from .claims import (
-    discard_broken_connection,
-    envelope,
-    in_transaction,
-    resolve_alias,
-    sends_in_database,
-    wire_seconds,
-)
-from .validation import (
-    COMPACT_JSON,
-    PLACEHOLDER_CLAIM,
-    check_configured,
-    check_encodes,
-    validate_key,
-    validate_seconds,
-    validate_task,
-)
+from .claims import discard_broken_connection, in_transaction, resolve_alias, sends_in_database
+from .envelope import PLACEHOLDER_TOKEN, body_writer, encode_json, message_body
+from .validation import check_configured, check_encodes, validate_key, validate_seconds
 
 logger = logging.getLogger(__name__)
 
@@ -158,7 +144,7 @@ def enqueue_claimed_many(
     if sends_in_database(queue, alias, "send_many"):
         bodies = _bodies_in_database(queue, pairs, texts, window_seconds)
         return _enqueue_in_database(queue, alias, keys, bodies, window_seconds)
-    check_encodes(queue, (envelope(k, PLACEHOLDER_CLAIM, window_seconds, t) for k, t in pairs))
+    check_encodes(queue, (message_body(k, PLACEHOLDER_TOKEN, window_seconds, t) for k, t in pairs))
     if getattr(queue, "transactional", False) is True:
         with transaction.atomic(using=alias):
             tokens = _claim_many(alias, list(dict.fromkeys(keys)), window_seconds)
@@ -190,31 +176,23 @@ def _bodies_in_database(
     queue's error for any task it would reject (a repeated key's too, as
     the single call would), before anything is written.
 
-    Bodies are put together from the task JSON validation made (valid
-    Unicode, so it always encodes), byte for byte what the queue's stock
-    ``encode`` gives for the envelope."""
+    With the queue's stock ``encode``, bodies are put together by
+    :func:`~astral_taskclaim.envelope.body_writer` from the task JSON
+    validation made (valid Unicode, so it always encodes): byte for byte
+    what ``encode`` gives for the body."""
     from .queues.base import BaseQueue
 
-    stock = type(queue).encode is BaseQueue.encode
-    limit = queue.max_body_bytes
-    window = COMPACT_JSON.encode(wire_seconds(window_seconds))
+    write = body_writer(window_seconds) if type(queue).encode is BaseQueue.encode else None
     tokens = iter(fresh_tokens(len(pairs)))
     first: dict[str, tuple[str, str]] = {}
     for (key, task), text in zip(pairs, texts, strict=True):
         # A repeated key's body is checked with a stand-in of the same length.
-        token = PLACEHOLDER_CLAIM if key in first else next(tokens)
-        if stock:
-            body = (
-                f'{{"key":{COMPACT_JSON.encode(key)},"claim":"{token}",'
-                f'"windowSeconds":{window},"task":{text}}}'
-            )
-            size = len(body) if body.isascii() else len(body.encode("utf-8"))
-            if size > limit:
-                raise ValueError(
-                    f"queue {queue.alias!r}: body is {size} bytes, over the {limit}-byte limit"
-                )
+        token = PLACEHOLDER_TOKEN if key in first else next(tokens)
+        if write is not None:
+            body = write(key, token, text)
+            queue.check_body_size(len(body) if body.isascii() else len(body.encode("utf-8")))
         else:
-            body = queue.encode(envelope(key, token, window_seconds, task)).decode("utf-8")
+            body = queue.encode(message_body(key, token, window_seconds, task)).decode("utf-8")
         first.setdefault(key, (token, body))
     return first
 
@@ -269,7 +247,7 @@ def _validated_items(items: object) -> tuple[list[tuple[str, Any]], list[str]]:
             raise TypeError(f"items[{index}] must be a (key, task) pair, got {item!r:.80}")
         key, task = item
         validate_key(key, name=f"items[{index}] key")
-        texts.append(validate_task(task, name=f"items[{index}] task"))
+        texts.append(encode_json(task, name=f"items[{index}] task"))
         pairs.append((key, task))
     return pairs, texts
 
@@ -289,7 +267,7 @@ def _claimed(
     for key, task in pairs:
         token = tokens.get(key)
         if token is not None and key not in seen:
-            out.append((key, envelope(key, token, window_seconds, task)))
+            out.append((key, message_body(key, token, window_seconds, task)))
         seen.add(key)
     return out
 

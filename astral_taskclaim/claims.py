@@ -6,7 +6,8 @@ A claim reserves a task key (``"project:42"``) for a window of seconds in
 
 Every function validates its arguments before touching the database and
 raises ``TypeError`` or ``ValueError`` naming the bad argument (the rules
-are in :mod:`~astral_taskclaim.validation`).
+are in :mod:`~astral_taskclaim.validation`, and for tokens and tasks in
+:mod:`~astral_taskclaim.envelope`, which also defines the message body).
 
 Outside a transaction each claim write commits on its own. Failures of the
 release that follows a failed send are logged on the ``astral_taskclaim.claims``
@@ -23,17 +24,9 @@ from django.db import DatabaseError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from . import statements
-
-# Defined in .validation; imported from here by existing code, so re-exported.
-from .validation import COMPACT_JSON as COMPACT_JSON
-from .validation import MAX_KEY_BYTES as MAX_KEY_BYTES
-from .validation import MAX_SECONDS as MAX_SECONDS
-from .validation import PLACEHOLDER_CLAIM, check_configured, check_encodes
-from .validation import is_token as is_token
-from .validation import validate_key as validate_key
-from .validation import validate_seconds as validate_seconds
-from .validation import validate_task as validate_task
-from .validation import validate_token as validate_token
+from .envelope import PLACEHOLDER_TOKEN, encode_json, message_body, validate_token
+from .logtext import printable
+from .validation import check_configured, check_encodes, validate_key, validate_seconds
 
 if TYPE_CHECKING:
     from .queues.postgres import PostgresQueue
@@ -118,20 +111,6 @@ def release_task(key: str, token: str, *, using: str | None = None) -> None:
     statements.run(alias, "taskclaim/release.sql", {"key": key, "token": token})
 
 
-def wire_seconds(seconds: float) -> float:
-    """``seconds`` as JavaScript writes it: a whole float as an int, so that
-    ``300.0`` goes on the wire as ``300``, byte for byte what TypeScript sends."""
-    if isinstance(seconds, float) and seconds.is_integer():
-        return int(seconds)
-    return seconds
-
-
-def envelope(key: str, token: str, window_seconds: float, task: Any) -> dict[str, Any]:
-    """The queue message body of a claimed task, in the wire order
-    ``key``, ``claim``, ``windowSeconds``, ``task`` (the TypeScript shape)."""
-    return {"key": key, "claim": token, "windowSeconds": wire_seconds(window_seconds), "task": task}
-
-
 def enqueue_claimed(
     queue: Sender,
     key: str,
@@ -171,7 +150,7 @@ def enqueue_claimed(
     """
     validate_key(key)
     validate_seconds(window_seconds, name="window_seconds")
-    validate_task(task)
+    encode_json(task, name="task")
     if not callable(getattr(queue, "send", None)):
         raise TypeError(f"queue must have a send(body) method, got {type(queue).__name__}")
     alias = resolve_alias(using)
@@ -179,7 +158,7 @@ def enqueue_claimed(
     check_configured(queue)
     one_statement = _in_database_message(queue, alias, key, window_seconds, task)
     if one_statement is None:
-        check_encodes(queue, [envelope(key, PLACEHOLDER_CLAIM, window_seconds, task)])
+        check_encodes(queue, [message_body(key, PLACEHOLDER_TOKEN, window_seconds, task)])
     if in_transaction(connection):
         if getattr(queue, "transactional", False) is not True:
             raise transaction.TransactionManagementError(
@@ -201,7 +180,7 @@ def enqueue_claimed(
                 return _claim_and_queue(alias, key, window_seconds, one_statement)
             token = claim_task(key, window_seconds=window_seconds, using=alias)
             if token is not None:
-                queue.send(envelope(key, token, window_seconds, task))
+                queue.send(message_body(key, token, window_seconds, task))
         return token
 
     if one_statement is not None:
@@ -214,14 +193,14 @@ def enqueue_claimed(
     if token is None:
         return None
     try:
-        queue.send(envelope(key, token, window_seconds, task))
+        queue.send(message_body(key, token, window_seconds, task))
     except Exception:
         try:
             release_task(key, token, using=alias)
         except Exception:
             logger.error(
                 "task %s: send failed, then releasing its claim failed; key claimed for the window",
-                key,
+                printable(key),
                 exc_info=True,
                 extra={
                     "event": "queue.claim_release_failed",
@@ -258,7 +237,7 @@ def _in_database_message(
     if not sends_in_database(queue, alias, "send"):
         return None
     token = str(uuid.uuid4())
-    body = queue.encode(envelope(key, token, window_seconds, task)).decode("utf-8")
+    body = queue.encode(message_body(key, token, window_seconds, task)).decode("utf-8")
     return {"queue": queue.queue_name, "token": token, "body": body}
 
 

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-import math
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -35,22 +34,15 @@ from .claims import (
     discard_broken_connection,
     hold_task,
     in_transaction,
-    is_token,
     release_task,
     resolve_alias,
 )
 from .conf import app_settings
+from .envelope import Envelope, parse_body
+from .logtext import printable
 from .retry import requested_wait_ms, retry_delay_seconds
 
-__all__ = [
-    "Batch",
-    "ConsumeSummary",
-    "Envelope",
-    "Message",
-    "consume_claimed",
-    "parse_envelope",
-    "retry_delay_seconds",
-]
+__all__ = ["Batch", "ConsumeSummary", "Message", "consume_claimed", "retry_delay_seconds"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,16 +72,6 @@ class Batch(Protocol):
 
     @property
     def messages(self) -> Sequence[Message]: ...
-
-
-@dataclass(frozen=True)
-class Envelope:
-    """A claimed-task message body, checked."""
-
-    key: str
-    claim: str
-    window_seconds: float
-    task: Any
 
 
 @dataclass
@@ -122,29 +104,6 @@ class ConsumeSummary:
         return text
 
 
-def parse_envelope(body: object) -> Envelope | None:
-    """``body`` as a claimed-task envelope, or ``None`` for any other shape.
-
-    Accepted: a mapping with a ``str`` key, a UUID ``claim`` (either case)
-    and a finite ``windowSeconds`` from 0 (an int or float, not a bool). A
-    missing ``task`` is ``None``.
-    """
-    if not isinstance(body, Mapping):
-        return None
-    key, claim, window = body.get("key"), body.get("claim"), body.get("windowSeconds")
-    if not isinstance(key, str) or not isinstance(claim, str) or not is_token(claim):
-        return None
-    if isinstance(window, bool) or not isinstance(window, int | float):
-        return None
-    try:
-        finite = math.isfinite(window)
-    except OverflowError:  # an int too big for a double is no JSON number a producer sends
-        return None
-    if not finite or window < 0:
-        return None
-    return Envelope(key=key, claim=claim, window_seconds=window, task=body.get("task"))
-
-
 @dataclass(frozen=True)
 class _Decision:
     ack: bool
@@ -173,6 +132,10 @@ def consume_claimed(
     """Runs a batch of claimed tasks, in order, and decides each message.
 
     - A body that is not an envelope is logged and acked; no claim is touched.
+      That includes a body whose key or window no claim function accepts
+      (an empty key, one with NUL or over 1024 UTF-8 bytes, a window of
+      1e300 seconds): its claim cannot exist (see
+      :func:`~astral_taskclaim.envelope.parse_body`).
     - ``parse(task)`` returning ``None`` or raising: logged, claim released, acked.
     - ``run(task)`` returning: acked; the claim is kept to the end of its
       window, so triggers inside the window coalesce. (``run`` may return an
@@ -211,11 +174,11 @@ def consume_claimed(
     queue = batch.queue
     summary = ConsumeSummary(queue=queue)
     for message in batch.messages:
-        found = parse_envelope(message.body)
+        found = parse_body(message.body)
         if found is None:
             logger.warning(
                 "%s message is not a claimed task; acked",
-                queue,
+                printable(queue),
                 extra={"event": "queue.message_malformed", "queue": queue},
             )
             message.ack()
@@ -236,14 +199,15 @@ def _attempt(
     """Parses and runs one task: what to do with its message and claim."""
     unparseable = {"event": "queue.task_unparseable", "queue": queue, "key": found.key}
     text = "%s task %s is unparseable; claim released, acked"
+    shown = (printable(queue), printable(found.key))
     try:
         task = options.parse(found.task)
     except Exception:
-        logger.warning(text, queue, found.key, exc_info=True, extra=unparseable)
+        logger.warning(text, *shown, exc_info=True, extra=unparseable)
         summary.unparseable += 1
         return _Decision(ack=True, release=True)
     if task is None:
-        logger.warning(text, queue, found.key, extra=unparseable)
+        logger.warning(text, *shown, extra=unparseable)
         summary.unparseable += 1
         return _Decision(ack=True, release=True)
     try:
@@ -256,11 +220,11 @@ def _attempt(
             wait = requested_wait_ms(options.retry_after_ms, error)
             # A backend counting from 0 would make the schedule raise; count from 1.
             delay = retry_delay_seconds(max(attempts, 1), wait)
-            # Scale 1 (the default) keeps the seed's whole seconds exactly.
+            # Scale 1 (the default) keeps the TypeScript package's whole seconds exactly.
             scaled = delay if options.scale == 1.0 else round(delay * options.scale, 3)
             logger.info(
                 "%s task %s failed (attempt %d); retrying in %s s",
-                *(queue, found.key, attempts, scaled),
+                *(*shown, attempts, scaled),
                 exc_info=True,
                 extra={"event": "queue.task_retrying", **extra},
             )
@@ -269,7 +233,7 @@ def _attempt(
             return _Decision(ack=False, delay_seconds=scaled)
         logger.error(
             "%s task %s failed after %d attempt%s",
-            *(queue, found.key, attempts, "" if attempts == 1 else "s"),
+            *(*shown, attempts, "" if attempts == 1 else "s"),
             exc_info=True,
             extra={"event": "queue.task_failed", **extra},
         )
@@ -310,7 +274,7 @@ def _write_claim(
             event, text = "queue.claim_hold_failed", "hold failed; retrying"
         logger.error(
             "%s task %s: claim %s",
-            *(queue, found.key, text),
+            *(printable(queue), printable(found.key), text),
             exc_info=True,
             extra={"event": event, "queue": queue, "key": found.key},
         )

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from django.core.exceptions import ImproperlyConfigured
 
+from .validation import validate_seconds
+
 if TYPE_CHECKING:
     from .consume import ConsumeSummary
     from .queues import MessageBatch
@@ -51,7 +53,11 @@ class RetryAfter(Exception):
     def __init__(self, retry_after_ms: float, message: str = "") -> None:
         if isinstance(retry_after_ms, bool) or not isinstance(retry_after_ms, int | float):
             raise TypeError(f"retry_after_ms must be a number, got {retry_after_ms!r}")
-        if not (math.isfinite(retry_after_ms) and retry_after_ms >= 0):
+        try:
+            finite = math.isfinite(retry_after_ms)
+        except OverflowError:  # an int past a double's range is no wait a queue can keep
+            finite = False
+        if not (finite and retry_after_ms >= 0):
             raise ValueError(f"retry_after_ms must be a finite number from 0, got {retry_after_ms}")
         super().__init__(message or f"retry after {retry_after_ms} ms")
         self.retry_after_ms = retry_after_ms
@@ -87,8 +93,6 @@ class ClaimedTask(Generic[T]):
         name: str | None,
         window_seconds: float | None,
     ) -> None:
-        from .claims import validate_seconds
-
         if not callable(run):
             raise TypeError(f"a claimed task must decorate a function, got {run!r}")
         if not isinstance(queue, str) or not queue:

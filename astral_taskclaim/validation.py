@@ -3,9 +3,9 @@
 A key is a non-empty ``str`` without NUL of at most :data:`MAX_KEY_BYTES`
 UTF-8 bytes, so it always fits the primary-key index. Windows and delays
 are ``int`` or ``float`` seconds, finite, from 0 up to :data:`MAX_SECONDS`.
-A token is a hyphenated UUID. A task is anything that encodes as strict
-JSON of valid Unicode text. Each check raises ``TypeError`` or
-``ValueError`` naming the bad argument.
+Each check raises ``TypeError`` or ``ValueError`` naming the bad argument.
+(Tokens and tasks, which belong to the message body, are checked in
+:mod:`~astral_taskclaim.envelope`.)
 
 Before a key is claimed, :func:`check_configured` and :func:`check_encodes`
 make a queue raise what its send would (a bad option, a body too big), so
@@ -14,10 +14,7 @@ that error never costs a claim, nor a held key's silence.
 
 from __future__ import annotations
 
-import json
 import math
-import re
-import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -31,25 +28,6 @@ MAX_KEY_BYTES = 1024
 #: Longest window or delay, in seconds (about 3,170 years): far past any real
 #: window, well inside what PostgreSQL's ``timestamptz`` arithmetic accepts.
 MAX_SECONDS = 10**11
-
-#: Stands in for the token in a body checked before its key is claimed:
-#: every token is this long, so the checked body is as big as the sent one.
-PLACEHOLDER_CLAIM = "00000000-0000-0000-0000-000000000000"
-
-#: The JSON encoding of message bodies: compact, UTF-8 text kept as it is
-#: (what ``JSON.stringify`` gives a TypeScript producer), strict numbers.
-COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-# A claim token as the table stores it: a hyphenated UUID, in either case.
-# (Explicit ranges: re.IGNORECASE would also fold some non-ASCII letters.)
-TOKEN_PATTERN = re.compile(
-    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-)
-
-
-def is_token(value: object) -> bool:
-    """Whether ``value`` is a claim token string: a hyphenated UUID, either case."""
-    return isinstance(value, str) and TOKEN_PATTERN.fullmatch(value) is not None
 
 
 def validate_key(key: object, *, name: str = "key") -> str:
@@ -78,39 +56,6 @@ def validate_seconds(value: object, *, name: str) -> float:
     if not 0 <= value <= MAX_SECONDS:
         raise ValueError(f"{name} must be from 0 to {MAX_SECONDS} seconds, got {value!r}")
     return value
-
-
-def validate_token(token: object, *, name: str = "token") -> str:
-    """``token`` as a string if it is a claim token (a UUID)."""
-    if isinstance(token, uuid.UUID):
-        return str(token)
-    if not isinstance(token, str):
-        raise TypeError(f"{name} must be a UUID string, got {type(token).__name__}")
-    if not is_token(token):
-        raise ValueError(f"{name} must be a hyphenated UUID, got {token!r}")
-    return token
-
-
-def validate_task(task: object, *, name: str = "task") -> str:
-    """``task`` as compact JSON (the queues' encoding); raises unless it
-    encodes as strict JSON (no NaN or Infinity) of valid Unicode text, no
-    deeper than Python's encoder goes."""
-    try:
-        text = COMPACT_JSON.encode(task)
-    except TypeError as error:
-        raise TypeError(f"{name} is not JSON-serialisable: {error}") from None
-    except ValueError as error:
-        raise ValueError(f"{name} is not JSON-serialisable: {error}") from None
-    except RecursionError:
-        raise ValueError(f"{name} nests too deeply to encode as JSON") from None
-    # A lone surrogate (a non-UTF-8 byte read with surrogateescape) survives
-    # the encoder but no queue can send it; ASCII text cannot hold one.
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as error:
-            raise ValueError(f"{name} is not valid Unicode text: {error.reason}") from None
-    return text
 
 
 def check_configured(queue: object) -> None:

@@ -41,6 +41,7 @@ from django.db import Error as DjangoDatabaseError
 from django.db import close_old_connections, connections
 
 from .consume import ConsumeSummary
+from .logtext import printable
 from .queues import BaseQueue, MessageBatch, QueueError, ReceivedMessage, create_queue
 from .tasks import ClaimedTask, registry
 
@@ -264,7 +265,7 @@ class Worker:
                     logger.error(
                         "%s: could not settle a batch of %d; it is delivered again when its "
                         "leases run out",
-                        *(self.queue, len(messages)),
+                        *(printable(self.queue), len(messages)),
                         exc_info=True,
                         extra={"event": "worker.settle_failed", "queue": self.queue},
                     )
@@ -277,7 +278,7 @@ class Worker:
         delay, self._backoff = self._backoff, min(self._backoff * 2, MAX_BACKOFF)
         logger.warning(
             "%s: %s: %s; reconnecting in %.1f s",
-            *(self.queue, type(error).__name__, error, delay),
+            *(printable(self.queue), type(error).__name__, printable(error), delay),
             extra={"event": "worker.database_error", "queue": self.queue, "delay": delay},
         )
         self.backend.close()

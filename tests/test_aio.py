@@ -20,7 +20,7 @@ from astral_taskclaim import (
     arelease_task,
     claim_task,
 )
-from astral_taskclaim.claims import envelope
+from astral_taskclaim.envelope import message_body
 from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.aiokit import run
@@ -198,7 +198,7 @@ def test_aenqueue_on_the_postgres_queue_writes_claim_and_message_together(
     assert token is not None
     assert again is None
     assert claims()["room:ü"][0] == token
-    sent = envelope("room:ü", token, 1.5, task)
+    sent = message_body("room:ü", token, 1.5, task)
     assert messages() == [queue.encode(sent).decode("utf-8")]
 
 
@@ -239,7 +239,7 @@ def test_aenqueue_sends_to_another_queue_from_a_worker_thread() -> None:
     token, held, loop_thread = run(enqueue())
     assert token is not None
     assert held is None
-    assert queue.sent == [envelope("k", token, 60, {"n": 1})]
+    assert queue.sent == [message_body("k", token, 60, {"n": 1})]
     assert claims()["k"][0] == token
     assert len(queue.threads) == 1
     assert queue.threads[0] != loop_thread
@@ -298,5 +298,5 @@ def test_a_caller_cancelled_between_claim_and_send_still_gets_the_task_sent() ->
         return queue.sent[0]["claim"]  # type: ignore[no-any-return]
 
     token = run(cancel_midway())
-    assert queue.sent == [envelope("k", token, 60, {"n": 1})]
+    assert queue.sent == [message_body("k", token, 60, {"n": 1})]
     assert claims()["k"][0] == token

@@ -14,7 +14,8 @@ from django.db.transaction import TransactionManagementError
 from django.test.utils import CaptureQueriesContext
 
 from astral_taskclaim.bulk import claim_tasks, enqueue_claimed_many, fresh_tokens
-from astral_taskclaim.claims import claim_task, envelope
+from astral_taskclaim.claims import claim_task
+from astral_taskclaim.envelope import message_body
 from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.claimkit import (
@@ -141,7 +142,7 @@ def test_postgres_queue_takes_one_statement_and_bodies_are_the_queues_encoding(p
         bodies = messages()[-len(items) :]
         for (key, task), token, body in zip(items, tokens, bodies, strict=True):
             assert token is not None
-            assert body.encode("utf-8") == pg_queue.encode(envelope(key, token, window, task))
+            assert body.encode("utf-8") == pg_queue.encode(message_body(key, token, window, task))
         with connection.cursor() as cursor:
             cursor.execute("TRUNCATE taskclaim.claim")
 
@@ -202,7 +203,7 @@ def test_a_body_at_the_limit_is_sent_and_one_byte_more_is_not(pg_queue, kind: st
         "memory": lambda: MemoryQueue("bulk", options={"queue_name": f"bulk-{uuid.uuid4()}"}),
     }[kind]()
     task = {"name": "é" * 50}
-    size = len(queue.encode(envelope("k:ü", str(uuid.uuid4()), 1.5, task)))
+    size = len(queue.encode(message_body("k:ü", str(uuid.uuid4()), 1.5, task)))
     queue.max_body_bytes = size
     assert enqueue_claimed_many(queue, [("k:ü", task)], window_seconds=1.5)[0] is not None
     too_big = {"name": "é" * 50 + "x"}

@@ -10,7 +10,8 @@ import pytest
 from django.db import connections
 
 from astral_taskclaim import claim_task, hold_task, release_task
-from astral_taskclaim.claims import MAX_KEY_BYTES, MAX_SECONDS, validate_task
+from astral_taskclaim.envelope import encode_json
+from astral_taskclaim.validation import MAX_KEY_BYTES, MAX_SECONDS
 from tests.claimkit import claims, empty_claims, insert_claim  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
@@ -240,4 +241,4 @@ def test_an_unknown_database_alias_is_rejected() -> None:
 )
 def test_tasks_must_be_strict_json(task: object, error: type[Exception]) -> None:
     with pytest.raises(error, match="task is not JSON-serialisable"):
-        validate_task(task)
+        encode_json(task, name="task")

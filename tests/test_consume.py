@@ -13,11 +13,8 @@ import pytest
 from django.db import transaction
 from django.db.transaction import TransactionManagementError
 from django.test import override_settings
-from hypothesis import given
-from hypothesis import strategies as st
 
 from astral_taskclaim import claim_task, consume_claimed
-from astral_taskclaim.consume import parse_envelope
 from astral_taskclaim.queues.base import MessageBatch, ReceivedMessage
 from tests.claimkit import (
     claims,
@@ -128,6 +125,13 @@ MALFORMED = [
     {"key": "k", "claim": str(uuid.uuid4()), "windowSeconds": math.inf},
     {"key": "k", "claim": str(uuid.uuid4()), "windowSeconds": 10**400},
     {"key": "k", "windowSeconds": 1, "claim": {"id": 1}},
+    # A key or window no claim function accepts: its claim was never written.
+    {"key": "", "claim": str(uuid.uuid4()), "windowSeconds": 1},
+    {"key": "k\x00", "claim": str(uuid.uuid4()), "windowSeconds": 1},
+    {"key": "é" * 513, "claim": str(uuid.uuid4()), "windowSeconds": 1},
+    {"key": "caf\udce9", "claim": str(uuid.uuid4()), "windowSeconds": 1},
+    {"key": "k", "claim": str(uuid.uuid4()), "windowSeconds": 1e300},
+    {"key": "k", "claim": str(uuid.uuid4()), "windowSeconds": 10**12},
 ]
 
 
@@ -153,7 +157,7 @@ def test_a_malformed_body_is_logged_and_acked_and_no_claim_is_touched(
     assert summary.malformed == 1
 
 
-@pytest.mark.parametrize("window", [0, 0.5, 300, 1e9])
+@pytest.mark.parametrize("window", [0, 0.5, 300, 1e9, 10**11])
 def test_any_finite_window_from_zero_is_accepted(window: float) -> None:
     body = {"key": "k", "claim": str(uuid.uuid4()), "windowSeconds": window, "task": 1}
     ran: list[Any] = []
@@ -438,19 +442,28 @@ def test_inside_a_test_case_transaction_it_runs() -> None:
     assert claims() == {}
 
 
-def test_an_envelope_keeps_its_fields() -> None:
-    claim = str(uuid.uuid4()).upper()
-    found = parse_envelope({"key": "k", "claim": claim, "windowSeconds": 300, "task": [1]})
-    assert found is not None
-    assert (found.key, found.claim, found.window_seconds, found.task) == ("k", claim, 300, [1])
+def test_an_invalid_key_under_a_real_token_is_malformed_and_never_claimed_as_held(
+    logs: pytest.LogCaptureFixture,
+) -> None:
+    # The claim of an empty key cannot exist; a failing task must not log a
+    # hold or a release of it.
+    body = {"key": "", "claim": str(uuid.uuid4()), "windowSeconds": 300, "task": 1}
+    delivered = message(body, attempts=1)
+    summary = consume(delivered, run=fail)
+    assert delivered.settlement == "ack"
+    assert (summary.malformed, summary.failed, summary.retried) == (1, 0, 0)
+    assert [record.event for record in events(logs)] == ["queue.message_malformed"]  # type: ignore[attr-defined]
+    assert claims() == {}
 
 
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
-    lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
-)
-
-
-@given(JSON)
-def test_any_json_without_a_claim_is_malformed(body: object) -> None:
-    assert parse_envelope(body) is None
+def test_a_key_with_a_newline_cannot_forge_a_log_line(logs: pytest.LogCaptureFixture) -> None:
+    key = "k\nERROR astral_taskclaim.consume: forged\x1b[2J"
+    consume(message(claimed(key), attempts=9), run=fail)
+    [record] = events(logs)
+    assert record.event == "queue.task_failed"  # type: ignore[attr-defined]
+    text = record.getMessage()
+    assert (
+        text
+        == "refresh task k\\nERROR astral_taskclaim.consume: forged\\x1b[2J failed after 9 attempts"
+    )
+    assert record.key == key  # type: ignore[attr-defined]  (structured: left as it is)

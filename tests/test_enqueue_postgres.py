@@ -13,7 +13,7 @@ from django.db import ProgrammingError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from astral_taskclaim import claim_task, enqueue_claimed
-from astral_taskclaim.claims import envelope
+from astral_taskclaim.envelope import message_body
 from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.claimkit import (
     claims,
@@ -59,7 +59,7 @@ def test_claim_and_message_go_in_one_statement(queue: PostgresQueue) -> None:
     assert claims()["room:ü"][0] == token
     # Byte for byte the queue's own encoding of the envelope.
     [body] = messages()
-    assert body.encode("utf-8") == queue.encode(envelope("room:ü", token, 1.5, task))
+    assert body.encode("utf-8") == queue.encode(message_body("room:ü", token, 1.5, task))
     assert json.loads(body)["task"] == task
 
 
@@ -103,7 +103,7 @@ def test_a_body_too_big_raises_before_anything_is_written(queue: PostgresQueue, 
 
 def test_a_body_at_the_limit_is_queued_and_one_byte_more_is_not(queue: PostgresQueue) -> None:
     task = "é" * 50
-    size = len(queue.encode(envelope("k1", str(uuid.uuid4()), 600, task)))
+    size = len(queue.encode(message_body("k1", str(uuid.uuid4()), 600, task)))
     queue.max_body_bytes = size  # type: ignore[misc]
     assert enqueue_claimed(queue, "k1", task, window_seconds=600) is not None
     with pytest.raises(ValueError, match=f"body is {size + 1} bytes, over the {size}-byte limit"):

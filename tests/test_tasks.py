@@ -133,7 +133,8 @@ def test_a_callable_object_needs_a_name(tasks: TaskRegistry) -> None:
 
 
 @pytest.mark.parametrize(
-    ("value", "error"), [(-1, ValueError), (math.nan, ValueError), ("5", TypeError)]
+    ("value", "error"),
+    [(-1, ValueError), (math.nan, ValueError), ("5", TypeError), (10**400, ValueError)],
 )
 def test_retry_after_needs_a_finite_wait(value: Any, error: type) -> None:
     with pytest.raises(error, match="retry_after_ms"):

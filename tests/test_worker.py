@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import psycopg
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
@@ -163,6 +164,29 @@ def test_a_broken_connection_while_receiving_is_reconnected(
     assert (stats.database_errors, stats.ok) == (1, 1)
     assert rows(queue) == []
     assert [r.event for r in caplog.records] == ["worker.database_error"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.usefixtures("fast_backoff")
+def test_an_error_text_cannot_forge_a_log_line(
+    queue: PostgresQueue, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    receive = queue.receive
+    failures = [psycopg.OperationalError("lost\nERROR astral_taskclaim.worker: forged")]
+
+    def failing_receive(**options: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return receive(**options)
+
+    monkeypatch.setattr(queue, "receive", failing_receive)
+    worker = Worker("jobs", task=make_task(lambda t: None), backend=queue, wait=0, burst=True)
+    with caplog.at_level(logging.WARNING, logger="astral_taskclaim.worker"):
+        worker.run()
+    [record] = caplog.records
+    assert record.getMessage() == (
+        "jobs: OperationalError: lost\\nERROR astral_taskclaim.worker: forged; "
+        "reconnecting in 0.0 s"
+    )
 
 
 @pytest.mark.usefixtures("fast_backoff")

@@ -8,7 +8,6 @@ one call. ``consume_claimed`` decides per message with ``ack()`` /
 
 from __future__ import annotations
 
-import json
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -16,6 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from django.core import checks
+
+from ..envelope import encode_json
+from ..logtext import printable
 
 logger = logging.getLogger(__name__)
 
@@ -109,31 +111,23 @@ class BaseQueue(ABC):
         return self.alias
 
     def encode(self, body: Any) -> bytes:
-        """``body`` as compact UTF-8 JSON, or ``TypeError`` / ``ValueError``
-        naming the queue: not JSON-serialisable, nested too deeply, holding
-        a lone surrogate (not valid Unicode), or over ``max_body_bytes``."""
-        try:
-            data = json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError) as error:
-            message = f"queue {self.alias!r}: body is not JSON-serialisable: {error}"
-            raise TypeError(message) from error
-        except RecursionError:
-            # Raised from deep in the encoder; the traceback would only repeat it.
+        """``body`` as compact UTF-8 JSON (the message format's encoding),
+        or ``TypeError`` / ``ValueError`` naming the queue: not
+        JSON-serialisable, nested too deeply, holding a lone surrogate (not
+        valid Unicode), or over ``max_body_bytes``."""
+        text = encode_json(body, name=f"queue {self.alias!r}: body", root="body")
+        encoded = text.encode("utf-8")
+        self.check_body_size(len(encoded))
+        return encoded
+
+    def check_body_size(self, size: int) -> None:
+        """``ValueError`` naming the queue if a body of ``size`` encoded
+        bytes is over ``max_body_bytes``."""
+        if size > self.max_body_bytes:
             raise ValueError(
-                f"queue {self.alias!r}: body nests too deeply to encode as JSON"
-            ) from None
-        try:
-            encoded = data.encode("utf-8")
-        except UnicodeEncodeError as error:
-            raise ValueError(
-                f"queue {self.alias!r}: body is not valid Unicode text: {error.reason}"
-            ) from None
-        if len(encoded) > self.max_body_bytes:
-            raise ValueError(
-                f"queue {self.alias!r}: body is {len(encoded)} bytes, over the "
+                f"queue {self.alias!r}: body is {size} bytes, over the "
                 f"{self.max_body_bytes}-byte limit"
             )
-        return encoded
 
     @abstractmethod
     def send(self, body: Any, *, delay_seconds: float = 0) -> None:
@@ -179,7 +173,7 @@ class BaseQueue(ABC):
         logger.warning(
             "%s: %d settlements skipped: their lease ran out and the messages were "
             "delivered again%s",
-            *(self.alias, stale, f"; {advice}" if advice else ""),
+            *(printable(self.alias), stale, f"; {advice}" if advice else ""),
             extra={"event": "queue.settle_stale", "queue": self.alias, "stale": stale},
         )
 

@@ -54,6 +54,7 @@ from psycopg import sql
 from .. import sqlfiles, statements
 from ..conf import app_settings
 from ..connections import separate_connection
+from ..logtext import printable
 from . import arguments
 from .base import MAX_DELAY_SECONDS, BaseQueue, MessageBatch, ReceivedMessage
 from .local_options import OptionProblems
@@ -254,7 +255,7 @@ class PostgresQueue(BaseQueue):
     def _listen_failed(self, error: psycopg.Error) -> None:
         logger.warning(
             "%s: cannot LISTEN (%s); polling every %s s",
-            *(self.alias, type(error).__name__, self.poll_interval),
+            *(printable(self.alias), type(error).__name__, self.poll_interval),
             extra={"event": "queue.listen_failed", "queue": self.alias},
         )
 

@@ -37,19 +37,38 @@ def test_prints_the_token_and_sends_the_envelope(jobs: PostgresQueue) -> None:
     assert claims()["room:1"][0] == token
 
 
-def test_an_already_claimed_key_exits_3(jobs: PostgresQueue) -> None:
+def test_an_already_claimed_key_is_an_outcome_that_exits_3(
+    jobs: PostgresQueue, capsys: pytest.CaptureFixture[str]
+) -> None:
     enqueue("jobs", "room:1", "--task", "{}", "--window", "300")
-    with pytest.raises(CommandError, match="already claimed") as raised:
-        enqueue("jobs", "room:1", "--task", "{}", "--window", "300")
-    assert raised.value.returncode == 3
+    out, err = enqueue("jobs", "room:1", "--task", "{}", "--window", "300")
+    assert (out, err) == ("", "room:1 is already claimed; nothing sent\n")
     assert len(bodies(jobs)) == 1
-    # And as a process exit status.
+    # As a process: no CommandError, exit status 3 so scripts can tell.
     command = load_command_class(get_commands()["enqueue_claimed"], "enqueue_claimed")
     argv = ["manage.py", "enqueue_claimed", "jobs", "room:1", "--task", "{}", "--window", "1"]
     argv.append("--skip-checks")  # the model checks would query the sqlite alias
+    capsys.readouterr()
     with pytest.raises(SystemExit) as exited:
         command.run_from_argv(argv)
     assert exited.value.code == 3
+    assert capsys.readouterr() == ("", "room:1 is already claimed; nothing sent\n")
+
+
+def test_a_sent_task_exits_0_from_the_command_line(jobs: PostgresQueue) -> None:
+    command = load_command_class(get_commands()["enqueue_claimed"], "enqueue_claimed")
+    argv = ["manage.py", "enqueue_claimed", "jobs", "room:2", "--task", "{}", "--window", "1"]
+    command.run_from_argv([*argv, "--skip-checks"])  # returns: exit status 0
+    assert len(bodies(jobs)) == 1
+
+
+def test_a_key_with_a_newline_is_escaped_in_the_outcome(jobs: PostgresQueue) -> None:
+    enqueue("jobs", "a\nb", "--task", "{}", "--window", "300")
+    _, err = enqueue("jobs", "a\nb", "--task", "{}", "--window", "300")
+    assert err == "a\\nb is already claimed; nothing sent\n"
+
+
+DEEP = "[" * 12_000 + "]" * 12_000
 
 
 @pytest.mark.parametrize(
@@ -57,8 +76,19 @@ def test_an_already_claimed_key_exits_3(jobs: PostgresQueue) -> None:
     [
         (["nope", "k", "--task", "{}", "--window", "1"], "unknown queue 'nope'; .*jobs"),
         (["jobs", "k", "--task", "{nope", "--window", "1"], "--task is not valid JSON"),
-        (["jobs", "k", "--task", "{}", "--window", "nan"], "--window must be a finite"),
-        (["jobs", "k", "--task", "{}", "--window", "-1"], "--window must be a finite"),
+        (["jobs", "k", "--task", "{}", "--window", "nan"], "argument --window: must be finite"),
+        (["jobs", "k", "--task", "{}", "--window", "-1"], "argument --window: must be from 0"),
+        (["jobs", "k", "--task", "{}", "--window", "1e999"], "argument --window: must be finite"),
+        (
+            ["jobs", "k", "--task", "{}", "--window", "abc"],
+            "argument --window: must be a number of seconds, got 'abc'",
+        ),
+        (["jobs", "k", "--task", "{}", "--window", "9" * 20], "argument --window: must be from 0"),
+        (["jobs", "k", "--task", DEEP, "--window", "1"], "^--task is nested too deeply"),
+        (
+            ["jobs", "k", "--task", '{"a": [{"b": NaN}]}', "--window", "1"],
+            "^--task is not valid JSON",
+        ),
         (["jobs", "k", "--task", "{}"], "no window"),
         (["jobs", "", "--task", "{}", "--window", "1"], "key must not be empty"),
         (["jobs", "k", "--window", "1"], "KEY and --task are required"),
@@ -70,8 +100,9 @@ def test_an_already_claimed_key_exits_3(jobs: PostgresQueue) -> None:
 def test_bad_arguments_are_named_and_nothing_is_written(
     jobs: PostgresQueue, args: list[str], match: str
 ) -> None:
-    with pytest.raises(CommandError, match=match):
+    with pytest.raises(CommandError, match=match) as raised:
         enqueue(*args)
+    assert "_seconds" not in str(raised.value)
     assert bodies(jobs) == []
     assert claims() == {}
 
@@ -85,15 +116,25 @@ def test_the_window_defaults_to_the_registered_tasks(jobs: PostgresQueue) -> Non
     assert json.loads(bodies(jobs)[0])["windowSeconds"] == 45
 
 
+class Terminal(io.StringIO):
+    """Captured output that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 def test_file_enqueues_json_lines_with_a_progress_bar(jobs: PostgresQueue, tmp_path: Path) -> None:
     lines = [json.dumps({"key": f"room:{n % 3}", "task": {"n": n}}) for n in range(6)]
     lines.insert(2, "")
     lines.append(json.dumps({"key": "room:9", "task": None, "window": 5}))
     path = tmp_path / "tasks.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    out, err = enqueue("jobs", "--file", str(path), "--window", "60")
-    assert out.strip() == "4 enqueued, 3 already claimed, 7 lines"
-    assert err.endswith("[##############################] 7/7\n")
+    out, err = Terminal(), Terminal()
+    call_command(
+        "enqueue_claimed", "jobs", "--file", path, "--window", "60", stdout=out, stderr=err
+    )
+    assert out.getvalue().strip() == "4 enqueued, 3 already claimed, 7 lines"
+    assert err.getvalue().endswith("[##############################] 7/7\n")
     sent = [json.loads(body) for body in bodies(jobs)]
     assert [(b["key"], b["windowSeconds"]) for b in sent] == [
         ("room:0", 60),
@@ -112,6 +153,12 @@ def test_file_enqueues_json_lines_with_a_progress_bar(jobs: PostgresQueue, tmp_p
         ('{"key": "k", "task": 1, "when": 2}', "line 2: unknown field"),
         ('{"key": 5, "task": 1}', "line 2: key must be a str"),
         ('{"key": "k", "task": 1, "window": -5}', "line 2: window must be from 0"),
+        (
+            json.dumps({"key": "k", "task": DEEP}).replace(f'"{DEEP}"', DEEP),
+            "line 2: nested too deeply",
+        ),
+        ('{"key": "k", "task": {"a": NaN}}', "line 2: not valid JSON: NaN"),
+        ('{"key": "k", "task": {"a": 1e999}}', "line 2: not valid JSON: 1e999"),
     ],
 )
 def test_a_bad_line_is_named_before_anything_is_sent(
@@ -155,3 +202,16 @@ def test_file_dash_reads_stdin(jobs: PostgresQueue, monkeypatch: pytest.MonkeyPa
 def test_a_missing_file_is_named(jobs: PostgresQueue, tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="--file: cannot open"):
         enqueue("jobs", "--file", str(tmp_path / "missing.jsonl"), "--window", "1")
+
+
+@pytest.mark.parametrize("terminal", ["stdout", "stderr"])
+def test_no_progress_bar_unless_run_at_a_terminal(
+    jobs: PostgresQueue, tmp_path: Path, terminal: str
+) -> None:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text('{"key": "a", "task": 1}\n{"key": "a", "task": 2}\n', encoding="utf-8")
+    streams = {"stdout": io.StringIO(), "stderr": io.StringIO()}
+    streams[terminal] = Terminal()  # the other one is redirected
+    call_command("enqueue_claimed", "jobs", "--file", path, "--window", "60", **streams)
+    assert streams["stdout"].getvalue() == "1 enqueued, 1 already claimed, 2 lines\n"
+    assert streams["stderr"].getvalue() == ""

@@ -34,7 +34,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from astral_taskclaim.claims import claim_task, hold_task, is_token, release_task
+from astral_taskclaim.claims import claim_task, hold_task, release_task
+from astral_taskclaim.envelope import is_token
 from tests.claimkit import claims
 from tests.reliability.audit import Write, audit, claimed_windows, overlaps, writes  # noqa: F401
 from tests.reliability.claimer import Attempt, hammer

@@ -2,7 +2,8 @@
 
 - Message bodies of every shape and size through ``consume_claimed``: it
   never raises; a body that is not a claimed-task envelope (judged here by
-  an oracle written from the seed's check) is acked and logged as
+  an oracle written from the TypeScript package's check, plus the key and
+  window rules every claim function applies) is acked and logged as
   ``queue.message_malformed``; the claim table is left exactly as it was,
   even when a malformed body names a live claim and its token.
 - The same through the PostgreSQL queue and a worker, bodies stored as
@@ -72,7 +73,9 @@ json_values = st.recursive(
 stored_values = (
     json_values
     | st.integers(min_value=-(2**1100), max_value=2**1100)
-    | st.sampled_from(["", "\x00", "x" * 5000, "ABCDEF00-0000-4000-8000-000000000000\n"])
+    | st.sampled_from(
+        ["", "\x00", "x" * 1024, "x" * 1025, "x" * 5000, "ABCDEF00-0000-4000-8000-000000000000\n"]
+    )
 )
 field_values = stored_values | st.floats()
 
@@ -93,24 +96,33 @@ def envelope_like(
             | fields
         )
     if draw(st.booleans()):
-        body["windowSeconds"] = draw(st.sampled_from([0, 300, 0.5, -1, -0.0]) | fields)
+        body["windowSeconds"] = draw(
+            st.sampled_from([0, 300, 0.5, -1, -0.0, 10**11, 10**11 + 1, 1e300]) | fields
+        )
     if draw(st.booleans()):
         body["task"] = draw(json_values)
     return body
 
 
 def is_envelope(body: Any) -> bool:
-    """The seed's envelope check, restated: a str key, a UUID claim, a
-    finite number of window seconds from 0 (a bool is no number)."""
+    """The TypeScript package's envelope check, restated: a str key, a UUID
+    claim, a finite number of window seconds from 0 (a bool is no number);
+    and a claim that could have been written: a key of 1 to 1024 UTF-8 bytes
+    without NUL, a window of at most 10**11 seconds."""
     if not isinstance(body, dict):
         return False
     key, claim, window = body.get("key"), body.get("claim"), body.get("windowSeconds")
     if not isinstance(key, str) or not isinstance(claim, str) or not TOKEN.fullmatch(claim):
         return False
+    try:
+        if not 1 <= len(key.encode("utf-8")) <= 1024 or "\x00" in key:
+            return False
+    except UnicodeEncodeError:
+        return False
     if isinstance(window, bool) or not isinstance(window, int | float):
         return False
     try:
-        return math.isfinite(float(window)) and window >= 0
+        return math.isfinite(float(window)) and 0 <= window <= 10**11
     except OverflowError:
         return False
 

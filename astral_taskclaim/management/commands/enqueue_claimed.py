@@ -1,16 +1,18 @@
 """``manage.py enqueue_claimed QUEUE KEY --task JSON --window SECONDS``, or
 ``--file`` with JSON lines for many.
 
-Prints the claim token. A key already claimed exits with status
-:data:`ALREADY_CLAIMED` (3) and says so on stderr; other errors exit 1.
+Prints the claim token. A key already claimed is the normal outcome of a
+trigger inside the window, not an error: the command says so on stderr
+and, run from the command line, exits with status :data:`ALREADY_CLAIMED`
+(3) so scripts can tell it from a send (0) and from an error (1).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
-import uuid
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -18,15 +20,16 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
-from ...claims import enqueue_claimed, envelope, validate_key, validate_seconds
+from ...claims import enqueue_claimed
 from ...conf import app_settings
+from ...envelope import PLACEHOLDER_TOKEN, message_body
+from ...logtext import printable
 from ...queues import BaseQueue, create_queue
 from ...tasks import registry
+from ...validation import check_encodes, validate_key, validate_seconds
 
 #: Exit status when KEY is already claimed (nothing was sent).
 ALREADY_CLAIMED = 3
-# Any well-formed token: only its length matters for the size check.
-_SAMPLE_TOKEN = str(uuid.UUID(int=0))
 _LINE_FIELDS = frozenset({"key", "task", "window"})
 _BAR_WIDTH = 30
 
@@ -42,10 +45,19 @@ class Item:
 
 class Command(BaseCommand):
     help = (
-        "Enqueues a claimed task on QUEUE under KEY and prints its claim token; exits "
-        f"{ALREADY_CLAIMED} if KEY is already claimed. With --file, enqueues JSON lines "
-        '({"key": ..., "task": ..., "window": ...}, window optional).'
+        "Enqueues a claimed task on QUEUE under KEY and prints its claim token; if KEY is "
+        f"already claimed, says so and exits {ALREADY_CLAIMED}. With --file, enqueues JSON "
+        'lines ({"key": ..., "task": ..., "window": ...}, window optional).'
     )
+    #: The exit status :meth:`run_from_argv` ends with: 0, or ALREADY_CLAIMED.
+    exit_status = 0
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        """Runs the command as ``manage.py`` does, then exits with
+        :data:`ALREADY_CLAIMED` if the key was already claimed."""
+        super().run_from_argv(argv)
+        if self.exit_status:
+            sys.exit(self.exit_status)
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("queue", help="A TASKCLAIM_QUEUES alias.")
@@ -53,7 +65,7 @@ class Command(BaseCommand):
         parser.add_argument("--task", help="The task as JSON, e.g. '{\"id\": 42}'.")
         parser.add_argument(
             "--window",
-            type=_seconds,
+            type=_window,
             default=None,
             help="Claim window in seconds (default: the queue's task's window_seconds).",
         )
@@ -63,6 +75,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        self.exit_status = 0
         queue = self._queue(options["queue"])
         using = options["database"]
         if using is not None and using not in connections.settings:
@@ -77,15 +90,18 @@ class Command(BaseCommand):
         if options["key"] is None or options["task"] is None:
             raise CommandError("KEY and --task are required (or give --file)")
         try:
-            task = json.loads(options["task"])
+            task = _read_json(options["task"])
         except ValueError as error:
-            raise CommandError(f"--task is not valid JSON: {error}") from error
+            raise CommandError(f"--task is {error}") from None
         item = self._item({"key": options["key"], "task": task}, queue, default_window, "")
         token = enqueue_claimed(queue, item.key, item.task, window_seconds=item.window, using=using)
         if token is None:
-            raise CommandError(
-                f"key {item.key!r} is already claimed; nothing was sent", returncode=ALREADY_CLAIMED
+            # Coalesced into the task already queued: an outcome, not a failure.
+            self.stderr.write(
+                f"{printable(item.key)} is already claimed; nothing sent", style_func=str
             )
+            self.exit_status = ALREADY_CLAIMED
+            return
         self.stdout.write(token)
 
     def _queue(self, alias: str) -> BaseQueue:
@@ -106,8 +122,6 @@ class Command(BaseCommand):
 
     def _default_window(self, alias: str, window: float | None) -> float | None:
         if window is not None:
-            if not math.isfinite(window) or window < 0:
-                raise CommandError(f"--window must be a finite number from 0, got {window}")
             return window
         try:
             return registry.get(alias).window_seconds
@@ -126,7 +140,7 @@ class Command(BaseCommand):
             key = validate_key(fields["key"])
             window = validate_seconds(window, name="window")
             # The body a real token will make, so a too-big task fails before any send.
-            queue.encode(envelope(key, _SAMPLE_TOKEN, window, fields["task"]))
+            check_encodes(queue, [message_body(key, PLACEHOLDER_TOKEN, window, fields["task"])])
         except (TypeError, ValueError) as error:
             raise CommandError(f"{where}{error}") from error
         return Item(key=key, task=fields["task"], window=window)
@@ -149,9 +163,9 @@ class Command(BaseCommand):
                 if not line.strip():
                     continue
                 try:
-                    fields = json.loads(line)
+                    fields = _read_json(line)
                 except ValueError as error:
-                    raise CommandError(f"{where}not valid JSON: {error}") from error
+                    raise CommandError(f"{where}{error}") from None
                 if not isinstance(fields, dict):
                     raise CommandError(f"{where}expected a JSON object with key and task")
                 unknown = sorted(set(fields) - _LINE_FIELDS)
@@ -169,6 +183,8 @@ class Command(BaseCommand):
         sent = claimed = 0
         total = len(items)
         shown = -1
+        # A bar is for a person watching: not in a log file or a pipe.
+        show_bar = verbosity >= 1 and self.stdout.isatty() and self.stderr.isatty()
         for done, item in enumerate(items, start=1):
             try:
                 token = enqueue_claimed(
@@ -176,19 +192,19 @@ class Command(BaseCommand):
                 )
             except Exception as error:
                 raise CommandError(
-                    f"item {done} ({item.key!r}) failed after {sent} enqueued: {error}"
+                    f"item {done} ({item.key!r}) failed after {sent} enqueued: {printable(error)}"
                 ) from error
             if token is None:
                 claimed += 1
             else:
                 sent += 1
                 if verbosity >= 2:
-                    self.stdout.write(f"{item.key} {token}")
+                    self.stdout.write(f"{printable(item.key)} {token}")
             percent = done * 100 // total
-            if percent != shown:
+            if show_bar and percent != shown:
                 shown = percent
                 self._progress(done, total)
-        if total:
+        if show_bar and total:
             self.stderr.write("", style_func=str)
         self.stdout.write(f"{sent} enqueued, {claimed} already claimed, {total} lines")
 
@@ -199,10 +215,42 @@ class Command(BaseCommand):
         self.stderr.flush()
 
 
-def _seconds(text: str) -> float:
-    # "300" stays an int, so the envelope says 300 like a TypeScript producer
-    # (not 300.0).
+def _window(text: str) -> float:
+    """``--window``'s value: a number of seconds the claim functions accept.
+    "300" stays an int, so the body says 300 like a TypeScript producer
+    (not 300.0). argparse puts "argument --window: " before an error."""
     try:
-        return int(text)
+        seconds: float = int(text)
     except ValueError:
-        return float(text)
+        try:
+            seconds = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    try:
+        return validate_seconds(seconds, name="window")
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("window ")) from None
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if math.isinf(number):
+        raise ValueError(f"{text} is out of range for a JSON number")
+    return number
+
+
+def _read_json(text: str) -> Any:
+    """``text`` as strict JSON, else ``ValueError`` saying what is wrong (to
+    follow the option or line it came from). Python's reader alone would
+    accept NaN, Infinity and numbers out of range, which no queue may send,
+    and raise ``RecursionError`` for deep nesting."""
+    try:
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise ValueError("nested too deeply to read as JSON") from None
+    except ValueError as error:
+        raise ValueError(f"not valid JSON: {error}") from None
