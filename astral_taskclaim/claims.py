@@ -23,6 +23,7 @@ from django.db import DatabaseError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from . import statements
+from .redaction import redacting_filter
 
 # Defined in .validation; imported from here by existing code, so re-exported.
 from .validation import COMPACT_JSON as COMPACT_JSON
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from .queues.postgres import PostgresQueue
 
 logger = logging.getLogger(__name__)
+logger.addFilter(redacting_filter)
 
 
 class Sender(Protocol):

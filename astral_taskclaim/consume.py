@@ -40,6 +40,7 @@ from .claims import (
     resolve_alias,
 )
 from .conf import app_settings
+from .redaction import redacting_filter
 from .retry import requested_wait_ms, retry_delay_seconds
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+logger.addFilter(redacting_filter)
 
 T = TypeVar("T")
 
