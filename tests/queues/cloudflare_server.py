@@ -38,11 +38,11 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 import secrets
 import threading
 import time
-import math
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
