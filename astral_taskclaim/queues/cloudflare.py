@@ -26,11 +26,9 @@ import base64
 import binascii
 import json
 import logging
-import math
 import random
 import time
-from collections.abc import Callable, Sequence
-from email.utils import parsedate_to_datetime
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -38,7 +36,9 @@ import httpx
 
 from ..redaction import redacting_filter
 from . import arguments
+from . import cloudflare_api as api
 from .base import MessageBatch, PartlySentError, QueueError, ReceivedMessage
+from .cloudflare_api import CloudflareError
 from .remote import (
     Option,
     RemoteQueue,
@@ -55,8 +55,6 @@ from .remote import text as text_option
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
 
-Redact = Callable[[str], str]
-
 DEFAULT_BASE_URL = "https://api.cloudflare.com/client/v4"
 #: Cloudflare's limit on one message, in decimal kilobytes, metadata included.
 MAX_MESSAGE_BYTES = 128_000
@@ -64,13 +62,6 @@ MAX_MESSAGE_BYTES = 128_000
 METADATA_BYTES = 100
 #: Cloudflare's limit on the messages of one ``/messages/batch`` call.
 MAX_BATCH_BYTES = 256_000
-#: ``429`` codes that waiting does not clear: the account's storage limit,
-#: a disabled queue, the free plan's daily limit.
-PERMANENT_429 = {
-    10251: "the queue's storage limit is reached: consume or purge its backlog",
-    10252: "the queue is disabled: enable it in the Cloudflare dashboard",
-    10253: "the account's free-tier limit is reached: wait for the daily reset or upgrade",
-}
 #: The content types a consumer outside Workers can decode.
 DECODABLE = ("json", "text", "bytes")
 
@@ -86,18 +77,6 @@ OPTIONS = {
     "backoff_seconds": Option(number(0, 60), default=0.5),
     "max_backoff_seconds": Option(number(0, 3600), default=60.0),
 }
-
-
-class CloudflareError(QueueError):
-    """Cloudflare refused a call: ``status`` (``None`` for a network error)
-    and ``errors``, Cloudflare's ``(code, message)`` pairs."""
-
-    def __init__(
-        self, message: str, *, status: int | None, errors: list[tuple[int | None, str]]
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.errors = errors
 
 
 class CloudflareQueue(RemoteQueue):
@@ -273,13 +252,13 @@ class CloudflareQueue(RemoteQueue):
             else:
                 status = response.status_code
                 if status < 400:
-                    return _result(response, where, redact)
+                    return api.result(response, where, redact)
                 if status != 429 and status < 500:
-                    raise _error(response, where, redact)
-                if status == 429 and (hopeless := _permanent(response)):
-                    raise _error(response, f"{where}: {hopeless}", redact)
-                failure = _describe(response)
-                retry_after = _retry_after(response.headers.get("Retry-After"))
+                    raise api.error(response, where, redact)
+                if status == 429 and (hopeless := api.permanent(response)):
+                    raise api.error(response, f"{where}: {hopeless}", redact)
+                failure = api.describe(response)
+                retry_after = api.retry_after(response.headers.get("Retry-After"))
             if attempt == config["request_retries"]:
                 break
             backoff = min(config["backoff_seconds"] * 2**attempt, config["max_backoff_seconds"])
@@ -311,60 +290,5 @@ def _message(data: bytes, delay: int) -> bytes:
     return head + b'"body":' + data + b"}"
 
 
-def _retry_after(value: str | None) -> float | None:
-    """Seconds a ``Retry-After`` header asks for (a number or an HTTP date)."""
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        return max(seconds, 0.0) if math.isfinite(seconds) else None
-    try:
-        return max(parsedate_to_datetime(value).timestamp() - time.time(), 0.0)
-    except (TypeError, ValueError):
-        return None
-
-
-def _errors(response: httpx.Response) -> list[tuple[int | None, str]]:
-    try:
-        errors = response.json().get("errors") or []
-        return [(error.get("code"), str(error.get("message", ""))) for error in errors]
-    except (ValueError, AttributeError):
-        return []
-
-
-def _describe(response: httpx.Response) -> str:
-    errors = _errors(response)
-    detail = "; ".join(f"{code} {message}" for code, message in errors) or response.reason_phrase
-    return f"HTTP {response.status_code}: {detail}"
-
-
-def _permanent(response: httpx.Response) -> str:
-    """What a ``429`` that waiting cannot clear means ("" for one it can)."""
-    return "; ".join(PERMANENT_429[code] for code, _ in _errors(response) if code in PERMANENT_429)
-
-
 def _content_type(message: dict[str, Any]) -> str:
     return str((message.get("metadata") or {}).get("CF-Content-Type", "json"))
-
-
-def _error(response: httpx.Response, where: str, redact: Redact) -> CloudflareError:
-    message = redact(f"{where}: {_describe(response)}")
-    errors = [(code, redact(text)) for code, text in _errors(response)]
-    return CloudflareError(message, status=response.status_code, errors=errors)
-
-
-def _result(response: httpx.Response, where: str, redact: Redact) -> Any:
-    try:
-        payload = response.json()
-    except ValueError:
-        raise CloudflareError(
-            f"{where}: HTTP {response.status_code} with a body that is not JSON",
-            status=response.status_code,
-            errors=[],
-        ) from None
-    if not isinstance(payload, dict) or payload.get("success") is False:
-        raise _error(response, where, redact)
-    return payload.get("result")

@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -54,6 +53,7 @@ from .remote import (
     secret,
     text,
 )
+from .sqs_wire import sqs_text, unwrap
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -82,9 +82,6 @@ OPTIONS = {
     "visibility_timeout": Option(optional(integer(0, 43_200)), default=None),
 }
 _SECRETS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
-# Characters SQS refuses in a body; they can only occur inside JSON strings,
-# where a \\u escape denotes the same text.
-_NOT_ALLOWED = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 @dataclass(frozen=True)
@@ -159,7 +156,7 @@ class SQSQueue(RemoteQueue):
             return call(**kwargs)
         except ClientError as error:
             details = error.response.get("Error", {})
-            code, message = _unwrap(str(details.get("Code", "")), str(details.get("Message", "")))
+            code, message = unwrap(str(details.get("Code", "")), str(details.get("Message", "")))
             raise QueueError(
                 self.redact(f"SQS queue {self.alias!r}: {operation}: {code}: {message}")
             ) from error
@@ -174,7 +171,7 @@ class SQSQueue(RemoteQueue):
         """:meth:`BaseQueue.encode`, with the characters SQS refuses escaped
         (see :func:`_sqs_text`) before the size is checked, since escaping
         lengthens the body."""
-        data = _sqs_text(super().encode(body)).encode("utf-8")
+        data = sqs_text(super().encode(body)).encode("utf-8")
         if len(data) > self.max_body_bytes:
             raise ValueError(
                 f"queue {self.alias!r}: body is {len(data)} bytes once escaped for SQS, over "
@@ -348,19 +345,5 @@ class SQSQueue(RemoteQueue):
             )
 
 
-def _sqs_text(data: bytes) -> str:
-    return _NOT_ALLOWED.sub(lambda match: f"\\u{ord(match[0]):04x}", data.decode("utf-8"))
-
-
 def _failure(entry: dict[str, Any], messages: Sequence[ReceivedMessage]) -> str:
     return f"{messages[int(entry['Id'])].id}: {entry.get('Code')}: {entry.get('Message')}"
-
-
-def _unwrap(code: str, message: str) -> tuple[str, str]:
-    """Code and message of an error some servers send as an XML document."""
-    if "<Code>" in message:
-        found_code = re.search(r"<Code>(.*?)</Code>", message)
-        found_message = re.search(r"<Message>(.*?)</Message>", message, re.DOTALL)
-        code = found_code[1] if found_code else code
-        message = found_message[1] if found_message else message
-    return code, message

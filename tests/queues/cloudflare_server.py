@@ -49,28 +49,25 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .cloudflare_types import SchemaMismatch, check_request
+from .cloudflare_types import (
+    ERRORS,
+    MAX_BATCH_BYTES,
+    MAX_BATCH_COUNT,
+    MAX_VISIBILITY_MS,
+    ApiError,
+    SchemaMismatch,
+    check_request,
+    delay_of,
+    is_int,
+    prepare,
+    size_of,
+)
 
-MAX_MESSAGE_BYTES = 128_000
-METADATA_BYTES = 100
-MAX_BATCH_BYTES = 256_000
 SEND_LIMIT = (1200, 300.0)
-MAX_BATCH_COUNT = 100
-MAX_DELAY_SECONDS = 43_200
-MAX_VISIBILITY_MS = 43_200_000
 ROUTE = re.compile(
     r"^/client/v4/accounts/(?P<account>[^/]+)/queues/(?P<queue>[^/]+)"
     r"/messages(?P<action>/pull|/ack|/batch)?/?$"
 )
-
-
-ERRORS = {
-    971: "Please wait and consider throttling your request speed",
-    10250: "Queue is overloaded",
-    10251: "Queue storage limit exceeded",
-    10252: "Queue is disabled",
-    10253: "Free tier limit exceeded",
-}
 
 
 class RateLimited(Exception):
@@ -79,14 +76,6 @@ class RateLimited(Exception):
     def __init__(self, wait: float) -> None:
         super().__init__(wait)
         self.wait = wait
-
-
-class ApiError(Exception):
-    """An error answer: HTTP status, Cloudflare code and message."""
-
-    def __init__(self, status: int, code: int, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
 
 
 @dataclass
@@ -244,9 +233,9 @@ class CloudflareQueuesServer:
         entries = request.get("messages") if action == "/batch" else [request]
         if not isinstance(entries, list) or len(entries) > MAX_BATCH_COUNT:
             raise ApiError(400, 10206, "Batch count out of bounds")
-        batch_delay = _delay(request.get("delay_seconds", 0)) if action == "/batch" else 0
-        prepared = [_prepare(entry, batch_delay) for entry in entries]
-        if sum(_size(body) for body, _, _ in prepared) > MAX_BATCH_BYTES:
+        batch_delay = delay_of(request.get("delay_seconds", 0)) if action == "/batch" else 0
+        prepared = [prepare(entry, batch_delay) for entry in entries]
+        if sum(size_of(body) for body, _, _ in prepared) > MAX_BATCH_BYTES:
             raise ApiError(400, 10205, "Batch size out of bounds")
         now = time.monotonic()
         wait = queue.over_send_limit(now)
@@ -263,9 +252,9 @@ class CloudflareQueuesServer:
         batch_size = request.get("batch_size", 5)
         timeout_ms = request.get("visibility_timeout_ms")
         timeout_ms = queue.visibility_timeout_ms if timeout_ms is None else timeout_ms
-        if not _is_int(batch_size) or not 1 <= batch_size <= MAX_BATCH_COUNT:
+        if not is_int(batch_size) or not 1 <= batch_size <= MAX_BATCH_COUNT:
             raise ApiError(400, 10207, "batch_size must be between 1 and 100")
-        if not _is_int(timeout_ms) or not 1 <= timeout_ms <= MAX_VISIBILITY_MS:
+        if not is_int(timeout_ms) or not 1 <= timeout_ms <= MAX_VISIBILITY_MS:
             raise ApiError(400, 10207, "visibility_timeout_ms must be between 1 and 43200000")
         now = time.monotonic()
         for message in list(queue.messages.values()):
@@ -287,7 +276,7 @@ class CloudflareQueuesServer:
         acks, retries = request.get("acks", []), request.get("retries", [])
         if not isinstance(acks, list) or not isinstance(retries, list):
             raise ApiError(400, 10207, "acks and retries must be arrays")
-        delays = [_delay(entry.get("delay_seconds", queue.retry_delay)) for entry in retries]
+        delays = [delay_of(entry.get("delay_seconds", queue.retry_delay)) for entry in retries]
         now = time.monotonic()
         for entry in acks:
             message = self._leased(queue, entry.get("lease_id"))
@@ -316,38 +305,6 @@ class CloudflareQueuesServer:
             target = self.queue_named(queue.dead_letter_queue)
             message.attempts, message.visible_at = 0, now
             target.messages[message.id] = message
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _delay(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ApiError(400, 10203, "Invalid message metadata: delay_seconds")
-    if not 0 <= value <= MAX_DELAY_SECONDS:
-        raise ApiError(400, 10203, "Invalid message metadata: delay_seconds")
-    return int(value)
-
-
-def _prepare(entry: Any, batch_delay: int) -> tuple[str, str, int]:
-    if not isinstance(entry, dict) or "body" not in entry:
-        raise ApiError(400, 10207, "A message needs a body")
-    content_type = entry.get("content_type", "json")
-    if content_type == "json":
-        body = json.dumps(entry["body"], separators=(",", ":"), ensure_ascii=False)
-    elif content_type == "text" and isinstance(entry["body"], str):
-        body = entry["body"]
-    else:
-        raise ApiError(400, 10203, "Invalid message metadata: content_type")
-    if _size(body) > MAX_MESSAGE_BYTES:
-        raise ApiError(400, 10204, "Message size out of bounds")
-    return body, content_type, _delay(entry.get("delay_seconds", batch_delay))
-
-
-def _size(body: str) -> int:
-    """What a message counts against the limits: its body and metadata."""
-    return len(body.encode()) + METADATA_BYTES
 
 
 def _wire(message: StoredMessage, lease_id: str) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """The Cloudflare backend at the service's real limits: sizes in decimal
 kilobytes with metadata, batches sent in part, ``v8`` bodies, ``429``s that
-cannot clear, the send rate limit, and the request schema."""
+cannot clear, the send rate limit, the request schema, and tokens an HTTP
+header cannot carry."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 
 from astral_taskclaim.bulk import enqueue_claimed_many
 from astral_taskclaim.queues.base import PartlySentError
@@ -186,3 +188,32 @@ def test_every_request_the_backend_makes_matches_the_sdk_types(
         r.status for r in cloudflare_server.requests[before:] if options["queue_id"] in r.path
     }
     assert statuses == {200}
+
+
+@pytest.mark.parametrize("token", ["tok-0123\n", "tok-0123\r\n", " tok-0123", "tøk-0123", "to k"])
+def test_a_token_no_http_header_can_carry_is_refused_without_showing_it(
+    cloudflare_server: CloudflareQueuesServer, cloudflare_options: Options, token: str
+) -> None:
+    queue = CloudflareQueue("cf", options=cloudflare_options(api_token=token))
+    [error] = queue.check()
+    assert error.id == "astral_taskclaim.E013"
+    assert "['api_token'] must be visible ASCII characters only" in error.msg
+    assert "strip it" in error.msg
+    before = len(cloudflare_server.requests)
+    with pytest.raises(ImproperlyConfigured, match="visible ASCII") as caught:
+        queue.send({"n": 1})
+    assert len(cloudflare_server.requests) == before
+    for shown in (error.msg, str(caught.value)):
+        assert "0123" not in shown
+        assert shown.endswith("got a str")
+
+
+def test_a_token_with_quotes_backslashes_and_percent_signs_is_used_as_is(
+    cloudflare_server: CloudflareQueuesServer, cloudflare_options: Options, caplog: Any
+) -> None:
+    token = "to\"k\\en%2F+&=/'x"
+    queue = CloudflareQueue("cf", options=cloudflare_options(api_token=token))
+    assert queue.check() == []
+    with pytest.raises(CloudflareError, match="10000 Authentication error") as caught:
+        queue.send({"n": 1})
+    assert "en%2F" not in str(caught.value) + caplog.text
