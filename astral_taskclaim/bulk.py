@@ -29,9 +29,12 @@ from django.db import DatabaseError, connections, transaction
 from . import statements
 from .claims import discard_broken_connection, in_transaction, resolve_alias, sends_in_database
 from .envelope import PLACEHOLDER_TOKEN, body_writer, encode_json, message_body
+from .queues.base import PartlySentError
+from .redaction import redacting_filter
 from .validation import check_configured, check_encodes, validate_key, validate_seconds
 
 logger = logging.getLogger(__name__)
+logger.addFilter(redacting_filter)
 
 
 def _validated_keys(keys: object) -> list[str]:
@@ -125,7 +128,9 @@ def enqueue_claimed_many(
     queue the claims commit first, outside any transaction
     (``TransactionManagementError`` inside one, as for ``enqueue_claimed``);
     a failed ``send_many`` releases the claims of every task not sent yet
-    and re-raises, batches already sent keep theirs.
+    and re-raises; tasks already sent keep theirs, those of a batch the
+    backend sent in part included (it names the unsent ones in
+    :class:`~astral_taskclaim.queues.base.PartlySentError`).
 
     Every item is checked before anything is written, held keys and
     repeated ones included: ``ImproperlyConfigured`` naming the queue for
@@ -161,10 +166,14 @@ def enqueue_claimed_many(
     tokens = _claim_many(alias, list(dict.fromkeys(keys)), window_seconds)
     claimed = _claimed(pairs, tokens, window_seconds)
     for start in range(0, len(claimed), size):
+        batch = claimed[start : start + size]
         try:
-            queue.send_many([body for _, body in claimed[start : start + size]])
-        except Exception:
-            _release_unsent(alias, claimed[start:], queue)
+            queue.send_many([body for _, body in batch])
+        except Exception as error:
+            # A backend that split the batch names the bodies it did not send.
+            positions = error.unsent if isinstance(error, PartlySentError) else range(len(batch))
+            unsent = [batch[i] for i in positions]
+            _release_unsent(alias, unsent + claimed[start + size :], queue)
             raise
     return _by_position(keys, tokens)
 

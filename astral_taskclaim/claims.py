@@ -26,12 +26,14 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from . import statements
 from .envelope import PLACEHOLDER_TOKEN, encode_json, message_body, validate_token
 from .logtext import printable
+from .redaction import redacting_filter
 from .validation import check_configured, check_encodes, validate_key, validate_seconds
 
 if TYPE_CHECKING:
     from .queues.postgres import PostgresQueue
 
 logger = logging.getLogger(__name__)
+logger.addFilter(redacting_filter)
 
 
 class Sender(Protocol):

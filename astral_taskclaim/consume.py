@@ -40,11 +40,13 @@ from .claims import (
 from .conf import app_settings
 from .envelope import Envelope, parse_body
 from .logtext import printable
+from .redaction import redacting_filter
 from .retry import requested_wait_ms, retry_delay_seconds
 
 __all__ = ["Batch", "ConsumeSummary", "Message", "consume_claimed", "retry_delay_seconds"]
 
 logger = logging.getLogger(__name__)
+logger.addFilter(redacting_filter)
 
 T = TypeVar("T")
 

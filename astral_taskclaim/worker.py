@@ -43,9 +43,11 @@ from django.db import close_old_connections, connections
 from .consume import ConsumeSummary
 from .logtext import printable
 from .queues import BaseQueue, MessageBatch, QueueError, ReceivedMessage, create_queue
+from .redaction import redact_configured, redacting_filter
 from .tasks import ClaimedTask, registry
 
 logger = logging.getLogger(__name__)
+logger.addFilter(redacting_filter)
 
 #: Errors after which the worker reconnects and tries again.
 RECOVERABLE = (DjangoDatabaseError, psycopg.Error, QueueError)
@@ -276,9 +278,11 @@ class Worker:
         """Logs ``error``, drops this thread's connections and waits the backoff."""
         self.stats.database_errors += 1
         delay, self._backoff = self._backoff, min(self._backoff * 2, MAX_BACKOFF)
+        # The error's text may quote a credential (a DSN, a refused header).
+        shown = redact_configured(str(error), self.backend)
         logger.warning(
             "%s: %s: %s; reconnecting in %.1f s",
-            *(printable(self.queue), type(error).__name__, printable(error), delay),
+            *(printable(self.queue), type(error).__name__, printable(shown), delay),
             extra={"event": "worker.database_error", "queue": self.queue, "delay": delay},
         )
         self.backend.close()

@@ -16,6 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from astral_taskclaim.bulk import claim_tasks, enqueue_claimed_many, fresh_tokens
 from astral_taskclaim.claims import claim_task
 from astral_taskclaim.envelope import message_body
+from astral_taskclaim.queues.base import PartlySentError
 from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.claimkit import (
@@ -124,6 +125,22 @@ def test_other_queues_get_batches_and_a_failed_send_releases_the_unsent() -> Non
     [sent] = queue.batches
     assert [body["key"] for body in sent] == ["k0", "k1"]
     assert set(claims()) == {"k0", "k1"}  # the unsent three were released
+
+
+class HalfSentQueue(ManyQueue):
+    """Sends the first body of each batch, then fails naming the rest."""
+
+    def send_many(self, bodies: list[Any]) -> None:
+        self.batches.append(list(bodies[:1]))
+        raise PartlySentError("queue down mid-batch", unsent=range(1, len(bodies)))
+
+
+def test_a_batch_sent_in_part_keeps_the_claims_of_the_bodies_sent() -> None:
+    queue = HalfSentQueue()
+    with pytest.raises(PartlySentError):
+        enqueue_claimed_many(queue, [(f"k{i}", i) for i in range(5)], window_seconds=300)
+    assert [[body["key"] for body in batch] for batch in queue.batches] == [["k0"]]
+    assert set(claims()) == {"k0"}  # k1 (unsent in the batch) and k2-k4 were released
 
 
 def test_other_queues_refuse_a_transaction() -> None:

@@ -31,6 +31,18 @@ class QueueError(Exception):
     """A queue backend failed; the message names the queue and the cause."""
 
 
+class PartlySentError(QueueError):
+    """``send_many`` failed after the service had accepted some bodies.
+
+    ``unsent`` lists the positions (in the sequence given to ``send_many``)
+    of the bodies that were not sent; every other body was accepted, so a
+    caller releases the claims of ``unsent`` only."""
+
+    def __init__(self, message: str, *, unsent: Sequence[int]) -> None:
+        super().__init__(message)
+        self.unsent = tuple(unsent)
+
+
 @dataclass(eq=False)
 class ReceivedMessage:
     """One delivered message, as ``consume_claimed`` settles it.

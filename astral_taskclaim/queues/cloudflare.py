@@ -26,18 +26,19 @@ import base64
 import binascii
 import json
 import logging
-import math
 import random
 import time
 from collections.abc import Sequence
-from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
+from ..redaction import redacting_filter
 from . import arguments
-from .base import MessageBatch, QueueError, ReceivedMessage
+from . import cloudflare_api as api
+from .base import MessageBatch, PartlySentError, QueueError, ReceivedMessage
+from .cloudflare_api import CloudflareError
 from .remote import (
     Option,
     RemoteQueue,
@@ -52,10 +53,17 @@ from .remote import secret as secret_option
 from .remote import text as text_option
 
 logger = logging.getLogger(__name__)
+logger.addFilter(redacting_filter)
 
 DEFAULT_BASE_URL = "https://api.cloudflare.com/client/v4"
-#: Cloudflare's limit on the bodies of one ``/messages/batch`` call.
-MAX_BATCH_BYTES = 256 * 1024
+#: Cloudflare's limit on one message, in decimal kilobytes, metadata included.
+MAX_MESSAGE_BYTES = 128_000
+#: What Cloudflare adds to each message's size for its metadata (about).
+METADATA_BYTES = 100
+#: Cloudflare's limit on the messages of one ``/messages/batch`` call.
+MAX_BATCH_BYTES = 256_000
+#: The content types a consumer outside Workers can decode.
+DECODABLE = ("json", "text", "bytes")
 
 OPTIONS = {
     "account_id": Option(text_option),
@@ -71,18 +79,6 @@ OPTIONS = {
 }
 
 
-class CloudflareError(QueueError):
-    """Cloudflare refused a call: ``status`` (``None`` for a network error)
-    and ``errors``, Cloudflare's ``(code, message)`` pairs."""
-
-    def __init__(
-        self, message: str, *, status: int | None, errors: list[tuple[int | None, str]]
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.errors = errors
-
-
 class CloudflareQueue(RemoteQueue):
     """A Cloudflare queue with an HTTP pull consumer.
 
@@ -96,7 +92,7 @@ class CloudflareQueue(RemoteQueue):
     """
 
     max_batch_size = 100
-    max_body_bytes = 128 * 1024
+    max_body_bytes = MAX_MESSAGE_BYTES - METADATA_BYTES
 
     option_spec = OPTIONS
     _client: httpx.Client | None
@@ -115,14 +111,28 @@ class CloudflareQueue(RemoteQueue):
 
     def send_many(self, bodies: Sequence[Any]) -> None:
         """Pushes at most 100 ``bodies`` with one ``POST .../messages/batch``;
-        every body is checked first. Bodies over 256 KB in all (Cloudflare's
-        batch limit) are split over several calls, which is then not atomic."""
+        every body is checked first. Bodies over 256,000 bytes in all
+        (Cloudflare's batch limit, with 100 bytes of metadata per message)
+        are split over several calls, which is then not atomic: a call that
+        fails after others went through raises :class:`PartlySentError`
+        naming the bodies not sent."""
         batch_bodies(f"queue {self.alias!r}", bodies, self.max_batch_size)
         encoded = [self.encode(body) for body in bodies]
-        for chunk in chunks(encoded, self.max_batch_size, MAX_BATCH_BYTES):
-            self._post(
-                "/batch", b'{"messages":[' + b",".join(_message(d, 0) for d in chunk) + b"]}"
-            )
+        sent = 0
+        parts = chunks(encoded, self.max_batch_size, MAX_BATCH_BYTES, overhead=METADATA_BYTES)
+        for chunk in parts:
+            try:
+                self._post(
+                    "/batch", b'{"messages":[' + b",".join(_message(d, 0) for d in chunk) + b"]}"
+                )
+            except QueueError as error:
+                if not sent:
+                    raise
+                raise PartlySentError(
+                    f"{error} ({sent} of {len(encoded)} bodies had been sent)",
+                    unsent=range(sent, len(encoded)),
+                ) from error
+            sent += len(chunk)
 
     # Receiving and settling
 
@@ -136,7 +146,7 @@ class CloudflareQueue(RemoteQueue):
         while True:
             result = self._post("/pull", json.dumps(request).encode())
             pulled = (result or {}).get("messages") or []
-            messages = [self._decode(message) for message in pulled]
+            messages = [self._decode(message) for message in pulled if self._decodable(message)]
             remaining = deadline - time.monotonic()
             if messages or remaining <= 0:
                 logger.debug(
@@ -165,9 +175,32 @@ class CloudflareQueue(RemoteQueue):
         if acks or retries:
             self._post("/ack", json.dumps({"acks": acks, "retries": retries}).encode())
 
+    def _decodable(self, message: dict[str, Any]) -> bool:
+        """Whether ``message`` has a content type this consumer can read.
+
+        A ``v8`` body (a Worker's structured clone) can only be read inside
+        a Worker. It is never acked, so it is not lost: its lease runs out,
+        Cloudflare delivers it again and, after the consumer's
+        ``max_retries``, moves it to the dead-letter queue."""
+        content_type = _content_type(message)
+        if content_type in DECODABLE:
+            return True
+        logger.error(
+            "%s message %s has content type %r, which only a Worker can decode; left to the "
+            "queue's retries and dead-letter queue. Send JSON from the producer Worker: give it "
+            "a compatibility date of 2024-03-18 or later, or send with "
+            '{ contentType: "json" }',
+            *(self.alias, message.get("id"), content_type),
+            extra={
+                "event": "queue.content_type_unsupported",
+                "queue": self.alias,
+                "content_type": content_type,
+            },
+        )
+        return False
+
     def _decode(self, message: dict[str, Any]) -> ReceivedMessage:
-        metadata = message.get("metadata") or {}
-        content_type = metadata.get("CF-Content-Type", "json")
+        content_type = _content_type(message)
         raw = message.get("body")
         body: Any = raw
         try:
@@ -175,8 +208,6 @@ class CloudflareQueue(RemoteQueue):
                 body = json.loads(base64.b64decode(raw or "", validate=True))
             elif content_type == "bytes":
                 body = base64.b64decode(raw or "", validate=True)
-            elif content_type != "text":
-                raise ValueError(f"content type {content_type!r} cannot be decoded outside Workers")
         except (ValueError, binascii.Error, RecursionError) as error:
             # Valid JSON may nest deeper than Python's decoder goes: the body
             # then reaches the consumer as text, acked there as malformed.
@@ -200,6 +231,7 @@ class CloudflareQueue(RemoteQueue):
     def _post(self, action: str, content: bytes) -> Any:
         config = self._config()
         token: Secret = config["api_token"]
+        redact = self.redact
         if self._client is None:
             self._client = httpx.Client(
                 timeout=config["timeout"],
@@ -220,22 +252,24 @@ class CloudflareQueue(RemoteQueue):
             else:
                 status = response.status_code
                 if status < 400:
-                    return _result(response, where, token)
+                    return api.result(response, where, redact)
                 if status != 429 and status < 500:
-                    raise _error(response, where, token)
-                failure = _describe(response)
-                retry_after = _retry_after(response.headers.get("Retry-After"))
+                    raise api.error(response, where, redact)
+                if status == 429 and (hopeless := api.permanent(response)):
+                    raise api.error(response, f"{where}: {hopeless}", redact)
+                failure = api.describe(response)
+                retry_after = api.retry_after(response.headers.get("Retry-After"))
             if attempt == config["request_retries"]:
                 break
             backoff = min(config["backoff_seconds"] * 2**attempt, config["max_backoff_seconds"])
             wait = retry_after if retry_after is not None else backoff * random.uniform(0.5, 1)  # noqa: S311
             if wait > config["max_backoff_seconds"]:
                 message = f"{where}: asked to wait {wait:g} s (over max_backoff_seconds): {failure}"
-                raise CloudflareError(token.redact(message), status=status, errors=[])
+                raise CloudflareError(redact(message), status=status, errors=[])
             logger.warning(
                 "%s: %s; retrying in %.2f s",
                 where,
-                token.redact(failure),
+                redact(failure),
                 wait,
                 extra={
                     "event": "queue.request_retry",
@@ -247,7 +281,7 @@ class CloudflareQueue(RemoteQueue):
             )
             self._sleep(wait)
         message = f"{where}: gave up after {attempt + 1} attempts: {failure}"
-        raise CloudflareError(token.redact(message), status=status, errors=[])
+        raise CloudflareError(redact(message), status=status, errors=[])
 
 
 def _message(data: bytes, delay: int) -> bytes:
@@ -256,50 +290,5 @@ def _message(data: bytes, delay: int) -> bytes:
     return head + b'"body":' + data + b"}"
 
 
-def _retry_after(value: str | None) -> float | None:
-    """Seconds a ``Retry-After`` header asks for (a number or an HTTP date)."""
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        return max(seconds, 0.0) if math.isfinite(seconds) else None
-    try:
-        return max(parsedate_to_datetime(value).timestamp() - time.time(), 0.0)
-    except (TypeError, ValueError):
-        return None
-
-
-def _errors(response: httpx.Response) -> list[tuple[int | None, str]]:
-    try:
-        errors = response.json().get("errors") or []
-        return [(error.get("code"), str(error.get("message", ""))) for error in errors]
-    except (ValueError, AttributeError):
-        return []
-
-
-def _describe(response: httpx.Response) -> str:
-    errors = _errors(response)
-    detail = "; ".join(f"{code} {message}" for code, message in errors) or response.reason_phrase
-    return f"HTTP {response.status_code}: {detail}"
-
-
-def _error(response: httpx.Response, where: str, token: Secret) -> CloudflareError:
-    message = token.redact(f"{where}: {_describe(response)}")
-    return CloudflareError(message, status=response.status_code, errors=_errors(response))
-
-
-def _result(response: httpx.Response, where: str, token: Secret) -> Any:
-    try:
-        payload = response.json()
-    except ValueError:
-        raise CloudflareError(
-            f"{where}: HTTP {response.status_code} with a body that is not JSON",
-            status=response.status_code,
-            errors=[],
-        ) from None
-    if not isinstance(payload, dict) or payload.get("success") is False:
-        raise _error(response, where, token)
-    return payload.get("result")
+def _content_type(message: dict[str, Any]) -> str:
+    return str((message.get("metadata") or {}).get("CF-Content-Type", "json"))

@@ -13,19 +13,19 @@ with the same text, so both say exactly the same thing.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, NamedTuple
 
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
+from ..redaction import REDACTED, redact
 from .base import BaseQueue
 
 REQUIRED: Any = object()
 """Default of an option that must be given."""
-
-REDACTED = "[redacted]"
 
 
 class Secret:
@@ -46,8 +46,13 @@ class Secret:
     __str__ = __repr__
 
     def redact(self, text: str) -> str:
-        """``text`` with every occurrence of the credential replaced."""
-        return text.replace(self._value, REDACTED) if self._value else text
+        """``text`` with every representation of the credential (as is,
+        ``repr``-escaped, JSON-escaped, percent-encoded) replaced."""
+        return redact(text, [self._value])
+
+
+#: What a credential may contain: visible ASCII, which any HTTP header carries.
+HEADER_SAFE = re.compile(r"[\x21-\x7e]+")
 
 
 @dataclass(frozen=True)
@@ -76,11 +81,22 @@ def text(value: Any) -> str:
 
 
 def secret(value: Any) -> Secret:
-    """A non-empty string, kept as a :class:`Secret`."""
-    if isinstance(value, Secret):
-        text(value.reveal())
-        return value
-    return Secret(text(value))
+    """A non-empty string of visible ASCII characters, kept as a
+    :class:`Secret`.
+
+    Credentials travel in HTTP headers, where whitespace, control
+    characters and non-ASCII text cannot go. Such a value (typically a token
+    read from a file with its trailing newline) is refused, never stripped:
+    the error says what is wrong without showing the value."""
+    raw = value.reveal() if isinstance(value, Secret) else value
+    text(raw)
+    if not HEADER_SAFE.fullmatch(raw):
+        raise ValueError(
+            "must be visible ASCII characters only (no spaces, newlines, control or non-ASCII "
+            "characters, which cannot go in an HTTP header; a secret read from a file often "
+            "ends with a newline: strip it)"
+        )
+    return value if isinstance(value, Secret) else Secret(raw)
 
 
 def http_url(value: Any) -> str:
@@ -187,17 +203,22 @@ def batch_bodies(owner: str, bodies: Any, limit: int) -> None:
         raise ValueError(f"{owner}: {len(bodies)} bodies, over the batch limit of {limit}")
 
 
-def chunks(items: list[bytes], count: int, size: int) -> Iterator[list[bytes]]:
+def chunks(
+    items: Sequence[bytes], count: int, size: int, *, overhead: int = 0
+) -> Iterator[list[bytes]]:
     """``items`` in order, in runs of at most ``count`` items and ``size``
-    bytes (an item bigger than ``size`` goes alone)."""
+    bytes, each item counting ``overhead`` bytes more than its length (the
+    service's metadata per message); an item bigger than ``size`` goes
+    alone."""
     chunk: list[bytes] = []
     total = 0
     for item in items:
-        if chunk and (len(chunk) == count or total + len(item) > size):
+        weight = len(item) + overhead
+        if chunk and (len(chunk) == count or total + weight > size):
             yield chunk
             chunk, total = [], 0
         chunk.append(item)
-        total += len(item)
+        total += weight
     if chunk:
         yield chunk
 
@@ -234,6 +255,19 @@ class RemoteQueue(BaseQueue):
         config, problems = self._problems()
         raise_problems(problems)
         return config
+
+    def credentials(self) -> list[str]:
+        """The values of this queue's secret options, for redaction only."""
+        return [
+            value.reveal()
+            for name, option in self.option_spec.items()
+            if option.secret and isinstance(value := self.options.get(name), Secret)
+        ]
+
+    def redact(self, text: str) -> str:
+        """``text`` with every representation of this queue's credentials
+        redacted: apply it to whatever reaches a log record or an error."""
+        return redact(text, self.credentials())
 
     def check(self) -> list[checks.CheckMessage]:
         """E012-E014 for missing, invalid and unknown options."""

@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,13 +38,13 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..redaction import redacting_filter
 from . import arguments
-from .base import MessageBatch, QueueError, ReceivedMessage
+from .base import MessageBatch, PartlySentError, QueueError, ReceivedMessage
 from .remote import (
     Option,
     OptionProblem,
     RemoteQueue,
-    Secret,
     batch_bodies,
     chunks,
     http_url,
@@ -54,16 +53,19 @@ from .remote import (
     secret,
     text,
 )
+from .sqs_wire import sqs_text, unwrap
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 logger = logging.getLogger(__name__)
+logger.addFilter(redacting_filter)
 
 #: Longest ``DelaySeconds`` of a new message.
 MAX_SEND_DELAY_SECONDS = 900
-#: Longest long poll of one ``ReceiveMessage`` call.
-MAX_WAIT_TIME_SECONDS = 10
+#: Longest long poll of one ``ReceiveMessage`` call (SQS's maximum).
+MAX_WAIT_TIME_SECONDS = 20
+DEFAULT_WAIT_TIME_SECONDS = 10
 #: SQS's limit on the bodies of one ``SendMessageBatch`` call.
 MAX_BATCH_BYTES = 256 * 1024
 
@@ -74,13 +76,12 @@ OPTIONS = {
     "aws_access_key_id": Option(optional(secret), default=None, secret=True),
     "aws_secret_access_key": Option(optional(secret), default=None, secret=True),
     "aws_session_token": Option(optional(secret), default=None, secret=True),
-    "wait_time_seconds": Option(integer(0, MAX_WAIT_TIME_SECONDS), default=MAX_WAIT_TIME_SECONDS),
+    "wait_time_seconds": Option(
+        integer(0, MAX_WAIT_TIME_SECONDS), default=DEFAULT_WAIT_TIME_SECONDS
+    ),
     "visibility_timeout": Option(optional(integer(0, 43_200)), default=None),
 }
 _SECRETS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
-# Characters SQS refuses in a body; they can only occur inside JSON strings,
-# where a \\u escape denotes the same text.
-_NOT_ALLOWED = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 @dataclass(frozen=True)
@@ -92,12 +93,12 @@ class Receipt:
 
 
 class SQSQueue(RemoteQueue):
-    """An SQS standard queue.
+    """An SQS standard queue (FIFO queues are refused by :meth:`check`).
 
     Options: ``queue_url`` (required); ``region_name``, ``endpoint_url``,
     ``aws_access_key_id`` with ``aws_secret_access_key`` (and
     ``aws_session_token``), each left to boto3 when not given;
-    ``wait_time_seconds`` (longest long poll per call, 0-10, default 10);
+    ``wait_time_seconds`` (longest long poll per call, 0-20, default 10);
     ``visibility_timeout`` (seconds a received message stays leased,
     default the queue's own).
     """
@@ -118,6 +119,15 @@ class SQSQueue(RemoteQueue):
                     "invalid",
                     f"{self.owner} needs both aws_access_key_id and aws_secret_access_key, "
                     "or neither",
+                )
+            )
+        if isinstance(config["queue_url"], str) and config["queue_url"].endswith(".fifo"):
+            problems.append(
+                OptionProblem(
+                    "invalid",
+                    f"{self.owner}['queue_url'] is a FIFO queue, which this backend does not "
+                    "support: use a standard queue (the claim already keeps a key from being "
+                    "enqueued twice in its window)",
                 )
             )
         return config, problems
@@ -146,61 +156,79 @@ class SQSQueue(RemoteQueue):
             return call(**kwargs)
         except ClientError as error:
             details = error.response.get("Error", {})
-            code, message = _unwrap(str(details.get("Code", "")), str(details.get("Message", "")))
+            code, message = unwrap(str(details.get("Code", "")), str(details.get("Message", "")))
             raise QueueError(
-                self._redact(f"SQS queue {self.alias!r}: {operation}: {code}: {message}")
+                self.redact(f"SQS queue {self.alias!r}: {operation}: {code}: {message}")
             ) from error
         except BotoCoreError as error:
             raise QueueError(
-                self._redact(f"SQS queue {self.alias!r}: {operation}: {error}")
+                self.redact(f"SQS queue {self.alias!r}: {operation}: {error}")
             ) from error
-
-    def _redact(self, message: str) -> str:
-        for name in _SECRETS:
-            value = self.options.get(name)
-            if isinstance(value, Secret):
-                message = value.redact(message)
-        return message
 
     # Sending
 
+    def encode(self, body: Any) -> bytes:
+        """:meth:`BaseQueue.encode`, with the characters SQS refuses escaped
+        (see :func:`_sqs_text`) before the size is checked, since escaping
+        lengthens the body."""
+        data = sqs_text(super().encode(body)).encode("utf-8")
+        if len(data) > self.max_body_bytes:
+            raise ValueError(
+                f"queue {self.alias!r}: body is {len(data)} bytes once escaped for SQS, over "
+                f"the {self.max_body_bytes}-byte limit"
+            )
+        return data
+
     def send(self, body: Any, *, delay_seconds: float = 0) -> None:
-        """``SendMessage``; ``delay_seconds`` (rounded up) at most 900."""
+        """``SendMessage``; ``delay_seconds`` (rounded up) at most 900. With
+        no delay, no ``DelaySeconds`` is sent and the queue's own delay
+        applies."""
         delay = arguments.whole_delay_seconds(delay_seconds, self.max_delay_seconds)
         if delay > MAX_SEND_DELAY_SECONDS:
             raise ValueError(
                 f"queue {self.alias!r}: SQS delays a new message at most "
                 f"{MAX_SEND_DELAY_SECONDS} s, got {delay_seconds}; longer delays are for retries"
             )
-        data = _sqs_text(self.encode(body))
+        data = self.encode(body).decode("utf-8")
         client, config = self._connect()
+        delayed = {"DelaySeconds": delay} if delay else {}
         self._call(
             "SendMessage",
             client.send_message,
             QueueUrl=config["queue_url"],
             MessageBody=data,
-            DelaySeconds=delay,
+            **delayed,
         )
 
     def send_many(self, bodies: Sequence[Any]) -> None:
         """Sends at most 10 ``bodies`` with one ``SendMessageBatch``; every
-        body is checked first. Bodies over 256 KB in all (SQS's batch limit)
-        are split over several calls, which is then not atomic."""
+        body is checked first. Bodies over 256 KB in all are split over
+        several calls, which is then not atomic: when only some bodies were
+        sent (entries in SQS's ``Failed`` list, or a later call failing),
+        :class:`PartlySentError` names the others."""
         batch_bodies(f"queue {self.alias!r}", bodies, self.max_batch_size)
         encoded = [self.encode(body) for body in bodies]
         client, config = self._connect()
+        start = 0
         for chunk in chunks(encoded, self.max_batch_size, MAX_BATCH_BYTES):
+            # Ids are positions in ``bodies``, so SQS's ``Failed`` list names them.
             entries = [
-                {"Id": str(index), "MessageBody": _sqs_text(data)}
-                for index, data in enumerate(chunk)
+                {"Id": str(start + offset), "MessageBody": data.decode("utf-8")}
+                for offset, data in enumerate(chunk)
             ]
-            response = self._call(
-                "SendMessageBatch",
-                client.send_message_batch,
-                QueueUrl=config["queue_url"],
-                Entries=entries,
-            )
-            self._raise_failed("SendMessageBatch", response)
+            try:
+                response = self._call(
+                    "SendMessageBatch",
+                    client.send_message_batch,
+                    QueueUrl=config["queue_url"],
+                    Entries=entries,
+                )
+            except QueueError as error:
+                if not start:
+                    raise
+                raise PartlySentError(str(error), unsent=range(start, len(encoded))) from error
+            start += len(chunk)
+            self._raise_failed(response, later=range(start, len(encoded)))
 
     # Receiving and settling
 
@@ -213,7 +241,7 @@ class SQSQueue(RemoteQueue):
         request: dict[str, Any] = {
             "QueueUrl": config["queue_url"],
             "MaxNumberOfMessages": count,
-            "AttributeNames": ["ApproximateReceiveCount"],
+            "MessageSystemAttributeNames": ["ApproximateReceiveCount"],
         }
         if config["visibility_timeout"] is not None:
             request["VisibilityTimeout"] = config["visibility_timeout"]
@@ -250,22 +278,28 @@ class SQSQueue(RemoteQueue):
                 entry = {"Id": str(index), "ReceiptHandle": receipt.handle}
                 retries.append({**entry, "VisibilityTimeout": max(min(delay, room), 0)})
         failed: list[str] = []
-        for start in range(0, len(acks), self.max_batch_size):
-            response = self._call(
-                "DeleteMessageBatch",
-                client.delete_message_batch,
-                QueueUrl=config["queue_url"],
-                Entries=acks[start : start + self.max_batch_size],
-            )
-            failed += _failures(response, messages)
-        for start in range(0, len(retries), self.max_batch_size):
-            response = self._call(
-                "ChangeMessageVisibilityBatch",
-                client.change_message_visibility_batch,
-                QueueUrl=config["queue_url"],
-                Entries=retries[start : start + self.max_batch_size],
-            )
-            failed += _failures(response, messages)
+        stale = 0
+        calls = (
+            ("DeleteMessageBatch", client.delete_message_batch, acks),
+            ("ChangeMessageVisibilityBatch", client.change_message_visibility_batch, retries),
+        )
+        for operation, call, entries in calls:
+            for start in range(0, len(entries), self.max_batch_size):
+                response = self._call(
+                    operation,
+                    call,
+                    QueueUrl=config["queue_url"],
+                    Entries=entries[start : start + self.max_batch_size],
+                )
+                for entry in response.get("Failed", []):
+                    # The lease ran out and the message was delivered again:
+                    # the new delivery settles it.
+                    if entry.get("Code") == "MessageNotInflight":
+                        stale += 1
+                    else:
+                        failed.append(_failure(entry, messages))
+        if stale:
+            self._log_stale_settlements(stale, advice="raise visibility_timeout")
         if failed:
             logger.error(
                 "%s: %d messages not settled: %s",
@@ -297,30 +331,19 @@ class SQSQueue(RemoteQueue):
             id=str(item.get("MessageId", "")),
         )
 
-    def _raise_failed(self, operation: str, response: dict[str, Any]) -> None:
-        failed = [
-            f"{entry.get('Code')}: {entry.get('Message')}" for entry in response.get("Failed", [])
-        ]
-        if failed:
-            raise QueueError(f"SQS queue {self.alias!r}: {operation}: {'; '.join(failed)}")
+    def _raise_failed(self, response: dict[str, Any], *, later: range) -> None:
+        """:class:`PartlySentError` for the entries of a ``SendMessageBatch``
+        that SQS refused, and the bodies of ``later`` calls not made."""
+        refused = response.get("Failed", [])
+        if refused:
+            reasons = "; ".join(
+                f"{e.get('Id')}: {e.get('Code')}: {e.get('Message')}" for e in refused
+            )
+            raise PartlySentError(
+                f"SQS queue {self.alias!r}: SendMessageBatch refused {reasons}",
+                unsent=sorted({int(entry["Id"]) for entry in refused} | set(later)),
+            )
 
 
-def _sqs_text(data: bytes) -> str:
-    return _NOT_ALLOWED.sub(lambda match: f"\\u{ord(match[0]):04x}", data.decode("utf-8"))
-
-
-def _failures(response: dict[str, Any], messages: Sequence[ReceivedMessage]) -> list[str]:
-    return [
-        f"{messages[int(entry['Id'])].id}: {entry.get('Code')}: {entry.get('Message')}"
-        for entry in response.get("Failed", [])
-    ]
-
-
-def _unwrap(code: str, message: str) -> tuple[str, str]:
-    """Code and message of an error some servers send as an XML document."""
-    if "<Code>" in message:
-        found_code = re.search(r"<Code>(.*?)</Code>", message)
-        found_message = re.search(r"<Message>(.*?)</Message>", message, re.DOTALL)
-        code = found_code[1] if found_code else code
-        message = found_message[1] if found_message else message
-    return code, message
+def _failure(entry: dict[str, Any], messages: Sequence[ReceivedMessage]) -> str:
+    return f"{messages[int(entry['Id'])].id}: {entry.get('Code')}: {entry.get('Message')}"

@@ -1,9 +1,14 @@
 """A local Cloudflare Queues REST API for the tests, on 127.0.0.1.
 
-It follows Cloudflare's documented HTTP pull consumer API:
+It follows Cloudflare's documented HTTP pull consumer API and refuses what
+the service refuses:
 
+- every request body is checked against the official SDK's parameter types
+  (:mod:`tests.queues.cloudflare_types`): an unknown field or a wrong type
+  is ``400`` (code 10207);
 - ``POST /client/v4/accounts/{account}/queues/{queue}/messages`` (one
-  message), ``.../messages/batch`` (at most 100 and 256 KB),
+  message), ``.../messages/batch`` (at most 100 messages and 256,000 bytes,
+  each message counting its body and 100 bytes of metadata),
   ``.../messages/pull`` (``batch_size`` default 5, at most 100;
   ``visibility_timeout_ms`` at most 12 hours) and ``.../messages/ack``
   (``acks`` and ``retries`` by ``lease_id``, ``delay_seconds``);
@@ -11,21 +16,29 @@ It follows Cloudflare's documented HTTP pull consumer API:
   token or account ``403`` (code 10000); an unknown queue is ``404``
   (code 10104); answers are ``{"success", "errors", "messages", "result"}``;
 - ``json`` bodies are stored as JSON text and pulled base64 encoded,
-  ``text`` bodies as they are; a body over 128 KB is refused (code 10204),
-  a delay over 43200 s too (code 10203);
+  ``text`` bodies as they are; a message over 128,000 bytes (its body and
+  100 bytes of metadata) is refused (code 10204), a delay over 43200 s too
+  (code 10203); :meth:`CloudflareQueuesServer.send_from_worker` stores what
+  only a Worker can send (a ``v8`` body);
+- sends (not pulls or acks) are rate limited as the REST API limits an
+  account, 1,200 requests per 5 minutes: over it, ``429`` (code 971) with
+  ``Retry-After``. The budget is per queue here, so tests sharing the server
+  do not share it; :meth:`ServerQueue` ``send_limit`` changes it;
 - leases: a pulled message is invisible until acked, retried or its
   visibility timeout passes; ``attempts`` counts deliveries. A message is
   delivered again while ``attempts <= max_retries`` (Cloudflare's default
   of 3 allows four deliveries); after that it moves to the queue's dead
   letter queue, or is deleted when there is none;
-- :meth:`CloudflareQueuesServer.fail_next` makes the next requests fail with
-  a status (429, 5xx) and an optional ``Retry-After``, for the retry tests.
+- :meth:`CloudflareQueuesServer.fail_next` makes the next requests (after
+  ``after`` good ones) fail with a status (429, 5xx), a Cloudflare code and
+  an optional ``Retry-After``, for the retry tests.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 import secrets
 import threading
@@ -36,23 +49,33 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-MAX_MESSAGE_BYTES = 128 * 1024
-MAX_BATCH_BYTES = 256 * 1024
-MAX_BATCH_COUNT = 100
-MAX_DELAY_SECONDS = 43_200
-MAX_VISIBILITY_MS = 43_200_000
+from .cloudflare_types import (
+    ERRORS,
+    MAX_BATCH_BYTES,
+    MAX_BATCH_COUNT,
+    MAX_VISIBILITY_MS,
+    ApiError,
+    SchemaMismatch,
+    check_request,
+    delay_of,
+    is_int,
+    prepare,
+    size_of,
+)
+
+SEND_LIMIT = (1200, 300.0)
 ROUTE = re.compile(
     r"^/client/v4/accounts/(?P<account>[^/]+)/queues/(?P<queue>[^/]+)"
     r"/messages(?P<action>/pull|/ack|/batch)?/?$"
 )
 
 
-class ApiError(Exception):
-    """An error answer: HTTP status, Cloudflare code and message."""
+class RateLimited(Exception):
+    """Over the send limit: retry after ``wait`` seconds."""
 
-    def __init__(self, status: int, code: int, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
+    def __init__(self, wait: float) -> None:
+        super().__init__(wait)
+        self.wait = wait
 
 
 @dataclass
@@ -74,7 +97,19 @@ class ServerQueue:
     dead_letter_queue: str | None = None
     retry_delay: int = 0
     visibility_timeout_ms: int = 30_000
+    send_limit: tuple[int, float] = SEND_LIMIT
     messages: dict[str, StoredMessage] = field(default_factory=dict)
+    sends: deque[float] = field(default_factory=deque)
+
+    def over_send_limit(self, now: float) -> float | None:
+        """Seconds to wait if one more send would pass the limit; records it if not."""
+        count, window = self.send_limit
+        while self.sends and self.sends[0] <= now - window:
+            self.sends.popleft()
+        if len(self.sends) >= count:
+            return self.sends[0] + window - now
+        self.sends.append(now)
+        return None
 
 
 @dataclass
@@ -92,7 +127,7 @@ class CloudflareQueuesServer:
         self.queues: dict[str, ServerQueue] = {}
         self.requests: list[RecordedRequest] = []
         self._leases: dict[str, tuple[str, str]] = {}
-        self._failures: deque[tuple[int, str | None]] = deque()
+        self._failures: deque[tuple[int, str | None, int] | None] = deque()
         self._lock = threading.Lock()
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._http.daemon_threads = True
@@ -126,23 +161,45 @@ class CloudflareQueuesServer:
         with self._lock:
             return list(self.queues[queue_id].messages.values())
 
-    def fail_next(self, count: int = 1, *, status: int = 429, retry_after: str | None = None):
-        """The next ``count`` requests answer ``status`` (with ``Retry-After``)."""
+    def fail_next(
+        self,
+        count: int = 1,
+        *,
+        status: int = 429,
+        retry_after: str | None = None,
+        code: int | None = None,
+        after: int = 0,
+    ) -> None:
+        """After ``after`` requests served as usual, the next ``count`` answer
+        ``status`` with Cloudflare ``code`` (and ``Retry-After``)."""
+        code = code if code is not None else (10250 if status == 429 else 15000)
         with self._lock:
-            self._failures.extend([(status, retry_after)] * count)
+            self._failures.extend([None] * after + [(status, retry_after, code)] * count)
+
+    def send_from_worker(self, queue_id: str, body: bytes, content_type: str = "v8") -> None:
+        """Stores a message as a Worker's ``queue.send`` does, in a content
+        type the REST API does not accept (a ``v8`` structured clone)."""
+        message_id = uuid.uuid4().hex
+        stored = StoredMessage(
+            message_id, base64.b64encode(body).decode(), content_type, int(time.time() * 1000), 0
+        )
+        with self._lock:
+            self.queues[queue_id].messages[message_id] = stored
 
     # Request handling: everything below runs with the lock held.
 
     def handle(self, path: str, authorization: str | None, raw: bytes) -> tuple[int, Any, dict]:
         with self._lock:
-            if self._failures:
-                status, retry_after = self._failures.popleft()
+            failure = self._failures.popleft() if self._failures else None
+            if failure is not None:
+                status, retry_after, code = failure
                 headers = {"Retry-After": retry_after} if retry_after is not None else {}
-                if status == 429:
-                    return status, _failure(10250, "Queue is overloaded"), headers
-                return status, _failure(15000, "Unknown error"), headers
+                return status, _failure(code, ERRORS.get(code, "Unknown error")), headers
             try:
                 answer = self._route(path, authorization, raw)
+            except RateLimited as limited:
+                headers = {"Retry-After": str(math.ceil(limited.wait))}
+                return 429, _failure(971, ERRORS[971]), headers
             except ApiError as error:
                 return error.status, _failure(error.code, error.message), {}
             return 200, {"success": True, "errors": [], "messages": [], **answer}, {}
@@ -162,9 +219,13 @@ class CloudflareQueuesServer:
             request = json.loads(raw or b"{}")
         except ValueError:
             raise ApiError(400, 10208, "Request body is not valid JSON") from None
-        if not isinstance(request, dict):
-            raise ApiError(400, 10207, "Request body does not match the schema")
-        action = match["action"]
+        action = match["action"] or ""
+        try:
+            if not isinstance(request, dict):
+                raise SchemaMismatch("not an object")
+            check_request(action, match["account"], request)
+        except SchemaMismatch as error:
+            raise ApiError(400, 10207, f"Request body does not match the schema: {error}") from None
         if action == "/pull":
             return {"result": self._pull(queue, request)}
         if action == "/ack":
@@ -172,11 +233,14 @@ class CloudflareQueuesServer:
         entries = request.get("messages") if action == "/batch" else [request]
         if not isinstance(entries, list) or len(entries) > MAX_BATCH_COUNT:
             raise ApiError(400, 10206, "Batch count out of bounds")
-        batch_delay = _delay(request.get("delay_seconds", 0)) if action == "/batch" else 0
-        prepared = [_prepare(entry, batch_delay) for entry in entries]
-        if sum(len(body.encode()) for body, _, _ in prepared) > MAX_BATCH_BYTES:
+        batch_delay = delay_of(request.get("delay_seconds", 0)) if action == "/batch" else 0
+        prepared = [prepare(entry, batch_delay) for entry in entries]
+        if sum(size_of(body) for body, _, _ in prepared) > MAX_BATCH_BYTES:
             raise ApiError(400, 10205, "Batch size out of bounds")
         now = time.monotonic()
+        wait = queue.over_send_limit(now)
+        if wait is not None:
+            raise RateLimited(wait)
         for body, content_type, delay in prepared:
             message_id = uuid.uuid4().hex
             queue.messages[message_id] = StoredMessage(
@@ -186,11 +250,11 @@ class CloudflareQueuesServer:
 
     def _pull(self, queue: ServerQueue, request: dict[str, Any]) -> dict[str, Any]:
         batch_size = request.get("batch_size", 5)
-        timeout_ms = request.get("visibility_timeout_ms", request.get("visibility_timeout"))
+        timeout_ms = request.get("visibility_timeout_ms")
         timeout_ms = queue.visibility_timeout_ms if timeout_ms is None else timeout_ms
-        if not _is_int(batch_size) or not 1 <= batch_size <= MAX_BATCH_COUNT:
+        if not is_int(batch_size) or not 1 <= batch_size <= MAX_BATCH_COUNT:
             raise ApiError(400, 10207, "batch_size must be between 1 and 100")
-        if not _is_int(timeout_ms) or not 1 <= timeout_ms <= MAX_VISIBILITY_MS:
+        if not is_int(timeout_ms) or not 1 <= timeout_ms <= MAX_VISIBILITY_MS:
             raise ApiError(400, 10207, "visibility_timeout_ms must be between 1 and 43200000")
         now = time.monotonic()
         for message in list(queue.messages.values()):
@@ -212,7 +276,7 @@ class CloudflareQueuesServer:
         acks, retries = request.get("acks", []), request.get("retries", [])
         if not isinstance(acks, list) or not isinstance(retries, list):
             raise ApiError(400, 10207, "acks and retries must be arrays")
-        delays = [_delay(entry.get("delay_seconds", queue.retry_delay)) for entry in retries]
+        delays = [delay_of(entry.get("delay_seconds", queue.retry_delay)) for entry in retries]
         now = time.monotonic()
         for entry in acks:
             message = self._leased(queue, entry.get("lease_id"))
@@ -241,33 +305,6 @@ class CloudflareQueuesServer:
             target = self.queue_named(queue.dead_letter_queue)
             message.attempts, message.visible_at = 0, now
             target.messages[message.id] = message
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _delay(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ApiError(400, 10203, "Invalid message metadata: delay_seconds")
-    if not 0 <= value <= MAX_DELAY_SECONDS:
-        raise ApiError(400, 10203, "Invalid message metadata: delay_seconds")
-    return int(value)
-
-
-def _prepare(entry: Any, batch_delay: int) -> tuple[str, str, int]:
-    if not isinstance(entry, dict) or "body" not in entry:
-        raise ApiError(400, 10207, "A message needs a body")
-    content_type = entry.get("content_type", "json")
-    if content_type == "json":
-        body = json.dumps(entry["body"], separators=(",", ":"), ensure_ascii=False)
-    elif content_type == "text" and isinstance(entry["body"], str):
-        body = entry["body"]
-    else:
-        raise ApiError(400, 10203, "Invalid message metadata: content_type")
-    if len(body.encode()) > MAX_MESSAGE_BYTES:
-        raise ApiError(400, 10204, "Message size out of bounds")
-    return body, content_type, _delay(entry.get("delay_seconds", batch_delay))
 
 
 def _wire(message: StoredMessage, lease_id: str) -> dict[str, Any]:

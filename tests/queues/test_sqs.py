@@ -87,6 +87,9 @@ def test_send_delays_are_whole_seconds_up_to_900(moto_sqs: MotoSQS) -> None:
     assert calls == []
     queue.send({"n": 1}, delay_seconds=2.1)
     assert calls[-1][1]["DelaySeconds"] == 3
+    # No delay asked: none sent, so the queue's own default delay applies.
+    queue.send({"n": 2})
+    assert "DelaySeconds" not in calls[-1][1]
 
 
 def test_receive_long_polls_at_most_wait_time_seconds_per_call(moto_sqs: MotoSQS) -> None:
@@ -99,7 +102,10 @@ def test_receive_long_polls_at_most_wait_time_seconds_per_call(moto_sqs: MotoSQS
     polls = [params for operation, params in calls if operation == "ReceiveMessage"]
     assert len(polls) >= 3
     assert {params["WaitTimeSeconds"] for params in polls} <= {0, 1}
-    assert all(params["AttributeNames"] == ["ApproximateReceiveCount"] for params in polls)
+    assert all(
+        params["MessageSystemAttributeNames"] == ["ApproximateReceiveCount"] for params in polls
+    )
+    assert not any("AttributeNames" in params for params in polls)  # the deprecated name
     assert all(params["MaxNumberOfMessages"] == 10 for params in polls)
 
 
@@ -210,7 +216,7 @@ def test_options_are_checked_before_any_call() -> None:
             "OPTIONS": {
                 "queue_url": "sqs://nope",
                 "aws_access_key_id": "AKIAEXAMPLE",
-                "wait_time_seconds": 20,
+                "wait_time_seconds": 21,
                 "region": "eu-west-1",
             },
         }
@@ -226,7 +232,7 @@ def test_options_are_checked_before_any_call() -> None:
     ]
     assert {message for _, message in found} == {
         f"{owner}['queue_url'] must be an http:// or https:// URL, got 'sqs://nope'",
-        f"{owner}['wait_time_seconds'] must be an integer in [0, 10], got 20",
+        f"{owner}['wait_time_seconds'] must be an integer in [0, 20], got 21",
         f"{owner} needs both aws_access_key_id and aws_secret_access_key, or neither",
         f"{owner} has unknown option 'region'; known: aws_access_key_id, aws_secret_access_key, "
         "aws_session_token, endpoint_url, queue_url, region_name, visibility_timeout, "

@@ -6,7 +6,12 @@ token, a wrong signature, 5xx answers and retries, an unreachable server,
 a worker whose connections are terminated mid-run) and collects every log
 record (the app's from DEBUG, every other library's from INFO), every
 ``repr`` of the configured objects and every error raised, tracebacks
-included. None of them may contain any of the secrets.
+included. None of them may contain any of the secrets, in any shape text
+gives them (raw, ``repr``, escaped, JSON, percent-encoded).
+
+Tokens with characters an HTTP header cannot carry (a newline from a
+secret file, non-ASCII text, spaces) are refused before use; tokens with
+quotes, backslashes and percent-encodable characters are used as they are.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from astral_taskclaim.queues.base import BaseQueue
 from astral_taskclaim.queues.cloudflare import CloudflareQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.queues.sqs import SQSQueue
+from astral_taskclaim.redaction import representations
 from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
 from astral_taskclaim.worker import Worker
 from tests.claimkit import raw_connection
@@ -104,9 +110,15 @@ def test_no_secret_shows_anywhere(
 ) -> None:
     wrong_token = secrets.token_hex(20)
     wrong_secret_key = secrets.token_urlsafe(30)
+    # Used as they are: quotes, backslashes and what percent-encoding changes.
+    awkward_tokens = [f"{secrets.token_hex(8)}{odd}" for odd in ('"q', "\\b", "'s", "%2F+&=/?")]
+    # Refused before use: no HTTP header can carry them.
+    unsendable_tokens = [f"{secrets.token_hex(8)}{odd}" for odd in ("\n", "\r\n", "é€", " sp")]
     hidden = [
         cloudflare_server.token,
         wrong_token,
+        *awkward_tokens,
+        *unsendable_tokens,
         moto_sqs.access_key_id,
         moto_sqs.secret_access_key,
         wrong_secret_key,
@@ -154,6 +166,17 @@ def test_no_secret_shows_anywhere(
             window_seconds=60,
         )
     )
+    for token in awkward_tokens:
+        shown += raised(
+            lambda token=token: CloudflareQueue("cf", options={**cf, "api_token": token}).send(
+                {"n": 3}
+            )
+        )
+    for token in unsendable_tokens:
+        broken = CloudflareQueue("cf", options={**cf, "api_token": token})
+        shown += [m.msg for m in broken.check()]
+        shown += raised(lambda broken=broken: enqueue_claimed(broken, "k", {}, window_seconds=60))
+        shown += [repr(broken), str(broken.options), repr(vars(broken))]
     for name, value in (("api_token", 42), ("timeout", "soon")):
         shown += [m.msg for m in CloudflareQueue("cf", options={**cf, name: value}).check()]
     shown += [m.msg for m in SQSQueue("sqs", options={**sqs, "aws_access_key_id": None}).check()]
@@ -195,6 +218,10 @@ def test_no_secret_shows_anywhere(
         everything.events
     )
     texts = shown + everything.texts
-    leaks = [(secret[:4], text[:200]) for text in texts for secret in hidden if secret in text]
+    # Every shape of a secret, except those too short to mean anything.
+    shapes = {shape for secret in hidden for shape in representations(secret) if len(shape) >= 12}
+    leaks = [(shape[:4], text[:200]) for text in texts for shape in shapes if shape in text]
     assert leaks == []
-    record_figures("secrets", texts_searched=len(texts), secrets=len(hidden), leaks=0)
+    record_figures(
+        "secrets", texts_searched=len(texts), secrets=len(hidden), shapes=len(shapes), leaks=0
+    )

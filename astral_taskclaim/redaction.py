@@ -1,0 +1,133 @@
+"""Keeping credentials out of log records, error messages and reprs.
+
+A credential can surface in text in more shapes than its own: an HTTP
+library quotes a refused header as ``b'Bearer tok\\n'``, a traceback shows
+``repr()`` of a value, a URL carries it percent-encoded, a JSON document
+escapes its quotes and backslashes. :func:`redact` replaces every one of
+those shapes, so a check for the exact text is never the only defence.
+
+:func:`configured_secrets` gathers what this process must never show: the
+database passwords in ``DATABASES`` and the credentials of the queues in
+``TASKCLAIM_QUEUES`` (plus those of queue objects handed in, which may have
+been built outside the settings).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+REDACTED = "[redacted]"
+
+
+def representations(secret: str) -> set[str]:
+    """Every way ``secret`` may be written in text: as is, as Python's
+    ``repr`` of the text and of its UTF-8 bytes shows it, JSON-escaped,
+    backslash-escaped and percent-encoded (with and without ``+`` for
+    spaces)."""
+    if not secret:
+        return set()
+    encoded = secret.encode("utf-8", "surrogatepass")
+    shapes = {
+        secret,
+        repr(secret)[1:-1],
+        repr(encoded)[2:-1],
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        secret.encode("unicode_escape").decode("ascii"),
+        quote(secret, safe=""),
+        quote(secret),
+        quote_plus(secret),
+    }
+    # Either kind of quote may be the one ``repr`` escaped.
+    shapes |= {shape.replace("'", "\\'") for shape in shapes}
+    shapes |= {shape.replace('"', '\\"') for shape in shapes}
+    return {shape for shape in shapes if shape}
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every representation of each of ``secrets`` replaced
+    by ``[redacted]``; the longest shapes go first, so a shape that
+    contains another is replaced whole."""
+    shapes: set[str] = set()
+    for secret in secrets:
+        shapes |= representations(secret)
+    for shape in sorted(shapes, key=len, reverse=True):
+        text = text.replace(shape, REDACTED)
+    return text
+
+
+def configured_secrets(*queues: Any) -> list[str]:
+    """The database passwords, the secret options of every configured queue,
+    and the credentials of ``queues`` (any object with a ``credentials()``
+    method, such as a remote queue backend)."""
+    found: list[str] = []
+    for database in getattr(settings, "DATABASES", {}).values():
+        options = database.get("OPTIONS") or {}
+        found += [database.get("PASSWORD") or "", options.get("password") or ""]
+    for config in (getattr(settings, "TASKCLAIM_QUEUES", None) or {}).values():
+        found += _queue_setting_secrets(config)
+    for queue in queues:
+        credentials = getattr(queue, "credentials", None)
+        if callable(credentials):
+            found += credentials()
+    return [secret for secret in dict.fromkeys(found) if isinstance(secret, str) and secret]
+
+
+def redact_configured(text: str, *queues: Any) -> str:
+    """``text`` with every configured secret (see :func:`configured_secrets`)
+    redacted."""
+    return redact(text, configured_secrets(*queues))
+
+
+def _queue_setting_secrets(config: Any) -> list[str]:
+    """The values of a ``TASKCLAIM_QUEUES`` entry's secret options."""
+    if not isinstance(config, dict) or not isinstance(config.get("OPTIONS"), dict):
+        return []
+    try:
+        backend = import_string(str(config.get("BACKEND")))
+    except ImportError:
+        return []
+    spec = getattr(backend, "option_spec", None) or {}
+    values = []
+    for name, option in spec.items():
+        value = config["OPTIONS"].get(name)
+        if getattr(option, "secret", False) and value is not None:
+            reveal = getattr(value, "reveal", None)
+            values.append(reveal() if callable(reveal) else value)
+    return values
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts :func:`configured_secrets` from a
+    record's message and traceback before any handler sees it.
+
+    Attached to the loggers of the modules that log error text from
+    outside (database drivers, HTTP and AWS clients, tasks). A record that
+    needed redacting carries its traceback as redacted ``exc_text`` and no
+    ``exc_info``, so no formatter can render the original."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        secrets = configured_secrets()
+        if not secrets:
+            return True
+        message = record.getMessage()
+        clean = redact(message, secrets)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info:
+            trace = logging.Formatter().formatException(record.exc_info)
+            clean = redact(trace, secrets)
+            if clean != trace:
+                record.exc_info, record.exc_text = None, clean
+        return True
+
+
+#: The one filter instance the package's loggers share.
+redacting_filter = RedactingFilter()
