@@ -155,3 +155,16 @@ def test_run_now_brings_a_message_back_from_never(admin_client: Client) -> None:
 )
 def test_relative_or_never(seconds: float, words: str) -> None:
     assert relative_or_never(seconds) == words
+
+
+def test_the_overview_counts_rows_with_any_times(admin_client: Client) -> None:
+    for name, value in ODD_TIMES.items():
+        add_claim(name, seconds=60)
+        set_expiry(name, value)
+        set_message_times(add_message("odd", envelope(name, {})), value)
+
+    page = admin_client.get(reverse("admin:astral_taskclaim_overview"))
+
+    assert page.status_code == 200
+    assert page.context["active"].value == 3
+    assert page.context["expired"].value == 2
