@@ -122,9 +122,9 @@ def _payload(obj: QueueMessage) -> Any:
 def _raw_body(obj: QueueMessage) -> SafeString:
     body = obj.body
     if len(body) <= RAW_BODY_CHARS:
-        return format_html('<pre class="taskclaim-json">{}</pre>', body)
+        return format_html('<pre class="taskclaim-body">{}</pre>', body)
     return format_html(
-        '<pre class="taskclaim-json">{}…</pre><p class="help">{}</p>',
+        '<pre class="taskclaim-body">{}…</pre><p class="help">{}</p>',
         body[:RAW_BODY_CHARS],
         _("Cut after %(shown)d of %(length)d characters.")
         % {"shown": RAW_BODY_CHARS, "length": len(body)},
