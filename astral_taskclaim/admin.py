@@ -17,9 +17,8 @@ from django.contrib import admin, messages
 from django.db import transaction
 from django.db.models import QuerySet
 from django.db.models.functions import Now
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import URLPattern, path
-from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
@@ -29,8 +28,8 @@ from .admin_queries import (
     EstimatedCountPaginator,
     key_search,
     key_sorts_by_code_point,
-    relative_time,
 )
+from .admin_times import relative_or_never, seconds_from_now, shown_time, with_safe_times
 from .conf import app_settings
 from .models import Claim, QueueMessage
 
@@ -62,25 +61,17 @@ class ClaimStateFilter(admin.SimpleListFilter):
         return queryset
 
 
-def _database_now(obj: Any) -> datetime:
-    # ``db_now`` is annotated by the admin's queryset so "in 4 min" and the
-    # state follow the database clock; objects built elsewhere fall back to
-    # this process's clock.
-    now: datetime | None = getattr(obj, "db_now", None)
-    return now if now is not None else timezone.now()
-
-
 @admin.register(Claim)
 class ClaimAdmin(_ClaimAdminBase):
     """Browse and search claims; release them or delete the expired ones."""
 
-    list_display = ("key", "state", "expires_at", "expires", "token")
+    list_display = ("key", "state", "expires_at_shown", "expires", "token")
     list_filter = (ClaimStateFilter,)
     search_fields = ("key",)
     search_help_text = _("A key or the start of one (case-sensitive).")
-    sortable_by = ("key", "expires_at")
+    sortable_by = ("key", "expires_at_shown")
     ordering = ("expires_at",)
-    fields = ("key", "state", "expires_at", "expires", "token")
+    fields = ("key", "state", "expires_at_shown", "expires", "token")
     readonly_fields = fields
     list_per_page = 100
     list_max_show_all = 500
@@ -90,7 +81,18 @@ class ClaimAdmin(_ClaimAdminBase):
     actions = ("release_claims",)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Claim]:
-        return super().get_queryset(request).using(app_settings.DATABASE).annotate(db_now=Now())
+        # Any expiry a row may hold, 'infinity' included, renders (and
+        # "in 4 min" and the state follow the database clock).
+        queryset = super().get_queryset(request).using(app_settings.DATABASE)
+        return with_safe_times(queryset, "expires_at")
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Claim | None:
+        if "\x00" in object_id:
+            # PostgreSQL text cannot hold NUL: no such claim, and no query.
+            raise Http404(_("No claim has this key."))
+        return super().get_object(request, object_id, from_field)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         # Claims are written by claim_task and the consumers, never by hand.
@@ -128,14 +130,22 @@ class ClaimAdmin(_ClaimAdminBase):
     @admin.display(description=_("state"))
     def state(self, obj: Claim) -> str:
         """ "active" while the claim holds its key, then "expired"."""
-        if obj.expires_at >= _database_now(obj):
+        seconds = seconds_from_now(obj, "expires_at")
+        if seconds is not None and seconds >= 0:
             return str(_("active"))
         return str(_("expired"))
 
+    @admin.display(description=_("expires at"), ordering="expires_at")
+    def expires_at_shown(self, obj: Claim) -> datetime | str | None:
+        """When the claim ends; PostgreSQL's text for 'infinity' and other
+        values beyond Python's dates."""
+        return shown_time(obj, "expires_at")
+
     @admin.display(description=_("expires"), ordering="expires_at")
     def expires(self, obj: Claim) -> str:
-        """The expiry relative to now: "in 4 min", "3 h ago"."""
-        return relative_time((obj.expires_at - _database_now(obj)).total_seconds())
+        """The expiry relative to now: "in 4 min", "3 h ago", "never"."""
+        seconds = seconds_from_now(obj, "expires_at")
+        return "-" if seconds is None else relative_or_never(seconds)
 
     @admin.action(description=_("Release selected claims"), permissions=("delete",))
     def release_claims(self, request: HttpRequest, queryset: QuerySet[Claim]) -> None:

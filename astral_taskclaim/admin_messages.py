@@ -22,7 +22,6 @@ from django.db.models.functions import Now
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, reverse
-from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
@@ -33,8 +32,8 @@ from .admin_queries import (
     EXACT_COUNT_LIMIT,
     EstimatedCountPaginator,
     estimated_count,
-    relative_time,
 )
+from .admin_times import relative_or_never, seconds_from_now, shown_time, with_safe_times
 from .conf import app_settings
 from .models import QueueMessage
 
@@ -46,6 +45,12 @@ else:  # ModelAdmin is generic only in the type stubs
 logger = logging.getLogger(__name__)
 
 _RUN_NOW_CHUNK = 10_000
+#: The message's timestamp columns, read through :func:`.with_safe_times`.
+_TIMES = ("visible_at", "enqueued_at", "leased_at")
+#: The body is shown as stored up to this many characters, then cut.
+RAW_BODY_CHARS = 10_000
+# What _payload() gives for a body Python cannot decode.
+_UNREADABLE = object()
 
 
 def queue_names(using: str) -> list[str]:
@@ -55,10 +60,12 @@ def queue_names(using: str) -> list[str]:
         return [row[0] for row in cursor.fetchall()]
 
 
-def message_state(obj: QueueMessage, now: datetime) -> str:
-    """``"ready"``, ``"delayed"`` or ``"leased"`` at ``now``, as the
-    queryset methods of :class:`~.models.QueueMessageQuerySet` judge it."""
-    if obj.visible_at <= now:
+def message_state(obj: QueueMessage) -> str:
+    """``"ready"``, ``"delayed"`` or ``"leased"`` now, as the queryset
+    methods of :class:`~.models.QueueMessageQuerySet` judge it (by the
+    database clock for the admin's rows)."""
+    due_in = seconds_from_now(obj, "visible_at")
+    if due_in is not None and due_in <= 0:
         return "ready"
     return "delayed" if obj.lease is None else "leased"
 
@@ -103,23 +110,32 @@ class MessageStateFilter(admin.SimpleListFilter):
         return queryset
 
 
-def _database_now(obj: Any) -> datetime:
-    now: datetime | None = getattr(obj, "db_now", None)
-    return now if now is not None else timezone.now()
-
-
 def _payload(obj: QueueMessage) -> Any:
+    # Valid JSON may nest deeper than Python's decoder goes (PostgreSQL's
+    # json check accepts it): such a body has no payload to show.
     try:
         return obj.payload
-    except ValueError:
-        return None
+    except (ValueError, RecursionError):
+        return _UNREADABLE
+
+
+def _raw_body(obj: QueueMessage) -> SafeString:
+    body = obj.body
+    if len(body) <= RAW_BODY_CHARS:
+        return format_html('<pre class="taskclaim-body">{}</pre>', body)
+    return format_html(
+        '<pre class="taskclaim-body">{}…</pre><p class="help">{}</p>',
+        body[:RAW_BODY_CHARS],
+        _("Cut after %(shown)d of %(length)d characters.")
+        % {"shown": RAW_BODY_CHARS, "length": len(body)},
+    )
 
 
 class QueueMessageAdmin(_MessageAdminBase):
     """Browse queued messages by queue and state; run delayed ones now or
     delete them."""
 
-    list_display = ("id", "queue", "claim_key", "attempts", "due", "enqueued_at")
+    list_display = ("id", "queue", "claim_key", "attempts", "due", "enqueued_at_shown")
     list_filter = (MessageQueueFilter, MessageStateFilter)
     sortable_by = ("id", "visible_at")
     ordering = ("visible_at", "id")
@@ -129,12 +145,12 @@ class QueueMessageAdmin(_MessageAdminBase):
         "claim_key",
         "attempts",
         "due",
-        "visible_at",
-        "enqueued_at",
-        "leased_at",
+        "visible_at_shown",
+        "enqueued_at_shown",
+        "leased_at_shown",
         "lease",
         "task",
-        "body",
+        "raw_body",
     )
     readonly_fields = fields
     list_per_page = 100
@@ -145,7 +161,10 @@ class QueueMessageAdmin(_MessageAdminBase):
     actions = ("run_now", "delete_messages")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[QueueMessage]:
-        return super().get_queryset(request).using(app_settings.DATABASE).annotate(db_now=Now())
+        # Any time a row may hold, 'infinity' included, renders (and states
+        # and "due in 2 min" follow the database clock).
+        queryset = super().get_queryset(request).using(app_settings.DATABASE)
+        return with_safe_times(queryset, *_TIMES)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -186,30 +205,57 @@ class QueueMessageAdmin(_MessageAdminBase):
         """Ready, delayed or leased, by the database clock."""
         return str(
             {"ready": _("ready"), "delayed": _("delayed"), "leased": _("leased")}[
-                message_state(obj, _database_now(obj))
+                message_state(obj)
             ]
         )
 
     @admin.display(description=_("visible"), ordering="visible_at")
     def due(self, obj: QueueMessage) -> str:
-        """ "leased", "due in 2 min", or "ready" once receivable."""
-        now = _database_now(obj)
-        state = message_state(obj, now)
+        """ "leased", "due in 2 min", "never" or "ready" once receivable."""
+        state = message_state(obj)
         if state == "leased":
             return str(_("leased"))
         if state == "ready":
             return str(_("ready"))
-        return str(_("due %(when)s")) % {
-            "when": relative_time((obj.visible_at - now).total_seconds())
-        }
+        due_in = seconds_from_now(obj, "visible_at")
+        assert due_in is not None  # visible_at is NOT NULL
+        if due_in == float("inf"):
+            return str(_("never"))
+        return str(_("due %(when)s")) % {"when": relative_or_never(due_in)}
+
+    @admin.display(description=_("visible at"), ordering="visible_at")
+    def visible_at_shown(self, obj: QueueMessage) -> datetime | str | None:
+        """When the message may be received (the end of its delay or lease)."""
+        return shown_time(obj, "visible_at")
+
+    @admin.display(description=_("enqueued at"), ordering="enqueued_at")
+    def enqueued_at_shown(self, obj: QueueMessage) -> datetime | str | None:
+        """When the message was sent."""
+        return shown_time(obj, "enqueued_at")
+
+    @admin.display(description=_("leased at"))
+    def leased_at_shown(self, obj: QueueMessage) -> datetime | str | None:
+        """When the current lease began."""
+        return shown_time(obj, "leased_at")
 
     @admin.display(description=_("task"))
     def task(self, obj: QueueMessage) -> SafeString:
-        """The envelope's task as indented JSON (escaped: shown, not run)."""
+        """The envelope's task as indented JSON (escaped: shown, not run);
+        a body that is not JSON Python can read, as its raw text."""
         payload = _payload(obj)
+        if payload is _UNREADABLE:
+            return _raw_body(obj)
         task = payload.get("task") if isinstance(payload, dict) else payload
-        text = json.dumps(task, indent=2, ensure_ascii=False)
+        try:
+            text = json.dumps(task, indent=2, ensure_ascii=False)
+        except RecursionError:
+            return _raw_body(obj)
         return format_html('<pre class="taskclaim-json">{}</pre>', text)
+
+    @admin.display(description=_("body"))
+    def raw_body(self, obj: QueueMessage) -> SafeString:
+        """The message's JSON as stored, cut after :data:`RAW_BODY_CHARS`."""
+        return _raw_body(obj)
 
     @admin.action(description=_("Run selected messages now"), permissions=("run",))
     def run_now(self, request: HttpRequest, queryset: QuerySet[QueueMessage]) -> None:

@@ -259,3 +259,14 @@ def test_result_count_shows_only_when_searching_or_filtering(admin_client):
     assert " result" not in unfiltered.split('id="toolbar"')[1].split("</form>")[0]
     assert "11 results" in exact
     assert re.search(r"about \d+ results", estimated)
+
+
+@pytest.mark.parametrize("view", ["change", "delete", "history"])
+def test_a_key_with_nul_is_not_found(admin_client, view):
+    # The URL's %00 reaches the view as NUL, which no text key can hold.
+    url = reverse(f"admin:astral_taskclaim_claim_{view}", args=("x\x00",))
+
+    assert "/x%00/" in url
+    assert admin_client.get(url).status_code == 404
+    assert admin_client.get(f"{CHANGELIST}%00/{view}/").status_code == 404
+    assert admin_client.post(url, {"post": "yes"}).status_code == 404

@@ -198,3 +198,27 @@ def test_run_now_wakes_the_queue_consumers(admin_user):
     finally:
         with connection.cursor() as cursor:
             cursor.execute("DELETE FROM taskclaim.message WHERE queue = 'wake'")
+
+
+DEEP_BODY = "[" * 10_000 + "]" * 10_000  # valid JSON to PostgreSQL, too deep for Python
+
+
+def test_a_body_too_deep_to_decode_is_listed_shown_raw_and_deletable(admin_client):
+    deep = add_message("deep", DEEP_BODY)
+    detail = reverse("admin:astral_taskclaim_queuemessage_change", args=(deep,))
+
+    listed = admin_client.get(CHANGELIST)
+    shown = admin_client.get(detail)
+
+    assert listed.status_code == 200
+    assert listed_ids(listed.content.decode()) == [deep]
+    assert shown.status_code == 200
+    html = shown.content.decode()
+    assert "[" * 5_000 in html  # the raw text, cut
+    assert "[" * 10_001 not in html
+    assert "Cut after 10000 of 20000 characters." in html
+    deleted = admin_client.post(
+        CHANGELIST, {"action": "delete_messages", "_selected_action": [deep], "post": "yes"}
+    )
+    assert deleted.status_code == 302
+    assert seconds_until_visible(deep) is None

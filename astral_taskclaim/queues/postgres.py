@@ -28,6 +28,10 @@ The default backend; no other service is needed::
   the next delayed message is due; it polls every ``poll_interval``
   seconds as well, and only polls with ``listen`` off (for a pooler in
   transaction mode, where LISTEN does not work).
+- A message whose row cannot be leased (a data error on that row) is
+  quarantined, not left to stall the queue: logged once
+  (``queue.message_quarantined``, naming its id) and parked with
+  ``visible_at = 'infinity'`` (the admin's "run now" brings it back).
 
 Options: ``database`` (alias, default ``TASKCLAIM_DATABASE``; the table
 lives in that database, so another alias must reach the same one, and
@@ -39,16 +43,17 @@ default 60), ``poll_interval`` (seconds, default 2), ``listen`` (default
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import psycopg
 from django.core import checks
-from django.db import connections
+from django.db import DatabaseError, DataError, IntegrityError, connections, transaction
 from psycopg import sql
 
 from .. import sqlfiles, statements
@@ -96,6 +101,8 @@ class PostgresQueue(BaseQueue):
         self.listen = problems.flag(self.options, "listen", True)
         self._problems = problems
         self._listener: psycopg.Connection[Any] | None = None
+        # Ids of messages this consumer could not receive; never leased again.
+        self._quarantined: set[int] = set()
 
     def _database_option(self, problems: OptionProblems) -> str:
         claims_alias = app_settings.DATABASE
@@ -175,19 +182,71 @@ class PostgresQueue(BaseQueue):
 
     def _lease(self, limit: int) -> list[ReceivedMessage]:
         lease = str(uuid.uuid4())
-        params = {
-            "queue": self.queue_name,
-            "limit": limit,
-            "lease": lease,
-            "visibility": self.visibility_timeout,
-        }
-        rows = self._execute("queue/receive.sql", params)
+        rows: list[tuple[Any, ...]] = []
+        while len(rows) < limit:
+            params = {
+                "queue": self.queue_name,
+                "limit": limit - len(rows),
+                "lease": lease,
+                "visibility": self.visibility_timeout,
+                "skip": sorted(self._quarantined),
+                "only": None,
+            }
+            try:
+                with self._statement_alone():
+                    rows += self._execute("queue/receive.sql", params)
+                break
+            except (DataError, IntegrityError):
+                # Some row of the batch cannot be leased: lease them one by
+                # one, setting aside the ones that fail, then fill the batch.
+                leased, set_aside = self._lease_one_by_one(params)
+                rows += leased
+                if not set_aside:
+                    break
         return [
             ReceivedMessage(
                 body=_decode(body), attempts=attempts, receipt=(id_, lease), id=str(id_)
             )
             for id_, body, attempts in rows
         ]
+
+    def _lease_one_by_one(self, params: dict[str, Any]) -> tuple[list[tuple[Any, ...]], bool]:
+        """The rows leased, and whether some message was quarantined."""
+        leased: list[tuple[Any, ...]] = []
+        set_aside = False
+        for (id_,) in self._execute("queue/due_ids.sql", params):
+            try:
+                with self._statement_alone():
+                    leased += self._execute("queue/receive.sql", {**params, "only": id_})
+            except (DataError, IntegrityError) as error:
+                self._quarantine(id_, error)
+                set_aside = True
+        return leased, set_aside
+
+    @contextlib.contextmanager
+    def _statement_alone(self) -> Iterator[None]:
+        """A savepoint inside the caller's transaction, so a failed statement
+        leaves it usable; nothing in autocommit, where it is its own."""
+        if connections[self.database].in_atomic_block:
+            with transaction.atomic(using=self.database):
+                yield
+        else:
+            yield
+
+    def _quarantine(self, id_: int, error: DatabaseError) -> None:
+        try:
+            with self._statement_alone():
+                self._execute("queue/quarantine.sql", {"id": id_})
+            where = "parked with visible_at 'infinity'"
+        except DatabaseError:
+            # Left as it is: this consumer skips it until it restarts.
+            self._quarantined.add(id_)
+            where = "skipped by this consumer (parking it failed too)"
+        logger.error(
+            "%s: message %s cannot be received (%s: %r); quarantined: %s",
+            *(self.alias, id_, type(error.__cause__ or error).__name__, str(error), where),
+            extra={"event": "queue.message_quarantined", "queue": self.alias, "message_id": id_},
+        )
 
     def _next_visible(self) -> float | None:
         rows = self._execute("queue/next_visible.sql", {"queue": self.queue_name})

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 from django.db import connection
@@ -27,7 +27,7 @@ DECLARE
 BEGIN
   row := CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
   INSERT INTO reliability_claim_audit (op, key, token, expires_at, started, application)
-  VALUES (TG_OP, row.key, row.token, row.expires_at, now(),
+  VALUES (TG_OP, row.key, row.token, row.expires_at, statement_timestamp(),
           current_setting('application_name'));
   RETURN NULL;
 END;
@@ -78,14 +78,19 @@ def writes(*, after: int = 0) -> list[Write]:
         return [Write(*row) for row in cursor.fetchall()]
 
 
-def overlaps(history: list[Write]) -> list[str]:
+def overlaps(history: list[Write], *, shortest: float = 0.0) -> list[str]:
     """Replays the writes key by key: a token may take a key only when no
     one holds it or the holder's claim ended before the taking statement
-    began; only the holder may delete. Every breach, described."""
+    began; only the holder may delete; no claim is written for less than
+    ``shortest`` seconds from its statement (a window timed from an earlier
+    moment, such as the transaction's start, would end too soon). Every
+    breach, described."""
     holder: dict[str, tuple[str, datetime] | None] = {}
     breaches = []
     for write in history:
         current = holder.get(write.key)
+        if write.op != "DELETE" and write.expires_at - write.started < timedelta(seconds=shortest):
+            breaches.append(f"{write}: written for less than {shortest} s from its statement")
         if write.op == "DELETE":
             if current is None or current[0] != write.token:
                 breaches.append(f"{write}: deleted a claim it did not hold ({current})")

@@ -2,8 +2,9 @@
 of the test process and, run as ``python -m tests.reliability.claimer``, in
 processes of their own.
 
-A claimer loops until told to stop: it claims a random hot key; having got
-a token it sometimes holds it (``hold_task``, a retry due soon) and
+A claimer loops until told to stop: it claims a random hot key (now and
+then inside a transaction that reads the claim table first, as an app's
+request would); having got a token it sometimes holds it (``hold_task``, a retry due soon) and
 sometimes releases it early (``release_task``). Each call is logged with
 its outcome, so the test can compare the claims made with what the claim
 table went through.
@@ -21,6 +22,8 @@ import random
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+
+from django.db import connection, transaction
 
 from astral_taskclaim.claims import claim_task, hold_task, release_task
 
@@ -44,7 +47,10 @@ def hammer(
     log: list[Attempt] = []
     while not stop():
         key = rng.choice(keys)
-        token = claim_task(key, window_seconds=window)
+        if rng.random() < 0.25:
+            token = claim_late_in_a_transaction(key, window)
+        else:
+            token = claim_task(key, window_seconds=window)
         log.append(Attempt("claim", key, token, claimer))
         if token is None:
             continue
@@ -56,6 +62,13 @@ def hammer(
             release_task(key, token)
             log.append(Attempt("release", key, token, claimer))
     return log
+
+
+def claim_late_in_a_transaction(key: str, window: float) -> str | None:
+    """Claims ``key`` in a transaction begun by an earlier statement."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM taskclaim.claim WHERE key = %s", [key])
+        return claim_task(key, window_seconds=window)
 
 
 def main() -> None:

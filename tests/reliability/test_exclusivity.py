@@ -3,12 +3,14 @@ one token holds it at any moment, and a new token takes it only once the
 previous claim has expired (or was released).
 
 The load test records every write to ``taskclaim.claim`` with a trigger
-(the token, the new expiry and the writing statement's transaction start,
-the ``CURRENT_TIMESTAMP`` the claim SQL compares expiries with), replays
-that history key by key and checks it against the log of every claim, hold
-and release the claimers made. The state-machine test drives claim, hold,
-release and the passing of time (expiries moved back, no sleeping) through
-random interleavings and compares the table with a model after every step.
+(the token, the new expiry and the writing statement's start, the
+``statement_timestamp()`` a call is judged by), replays that history key by
+key and checks it against the log of every claim, hold and release the
+claimers made. Some claims run inside a transaction that did other work
+first, so a window timed from the transaction's start would show. The
+state-machine test drives claim, hold, release and the passing of time
+(expiries moved back, no sleeping) through random interleavings and
+compares the table with a model after every step.
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ import json
 import subprocess
 import sys
 import threading
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -126,7 +128,7 @@ def test_one_token_per_key_per_window_under_threads_and_processes(tmp_path: Path
     claims = [a for a in attempts if a.op == "claim"]
     won = [a.token for a in claims if a.token is not None]
     history = writes()
-    assert overlaps(history) == []
+    assert overlaps(history, shortest=WINDOW) == []
     # Every token handed out is unique and is the one the table went through.
     assert len(won) == len(set(won))
     assert set(won) == {w.token for w in history}
@@ -167,6 +169,26 @@ def test_the_replay_catches_an_overlap_and_a_foreign_delete() -> None:
     assert len(breaches) == 2
     assert "took the key" in breaches[0]
     assert "did not hold" in breaches[1]
+    # A 1 s window timed from before its statement (a transaction's start).
+    short = [Write(5, "INSERT", "i", "d", later, at + timedelta(seconds=0.5), "")]
+    breach = f"{short[0]}: written for less than 1.0 s from its statement"
+    assert overlaps(short, shortest=1.0) == [breach]
+    assert overlaps(short, shortest=0.5) == []
+
+
+@pytest.mark.usefixtures("audit")
+def test_the_audit_times_writes_by_their_statement() -> None:
+    """A claim late in a transaction is recorded at its statement's time,
+    with its whole window after it."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_sleep(0.05)")
+        claim_task("late", window_seconds=1)
+        cursor.execute("SELECT transaction_timestamp()")
+        [(began,)] = cursor.fetchall()
+    [write] = writes()
+    assert write.started - began >= timedelta(seconds=0.05)
+    assert write.expires_at - write.started == timedelta(seconds=1)
+    assert overlaps([write], shortest=1.0) == []
 
 
 # The state machine's keys, windows, delays and jumps in time. Every sum of

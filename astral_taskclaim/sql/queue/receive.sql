@@ -1,17 +1,26 @@
 -- Leases up to `limit` visible messages, oldest due first, skipping rows
--- other consumers are leasing right now; counts the delivery and hides the
--- messages for the visibility timeout. `due` is materialized so it is run
--- (and its rows locked) once, however the planner joins it.
+-- other consumers are leasing right now and the ids in `skip` (messages this
+-- consumer has quarantined); counts the delivery and hides the messages for
+-- the visibility timeout. With `only` set, leases that one message at most.
+-- `due` is materialized so it is run (and its rows locked) once, however the
+-- planner joins it.
+--
+-- Total over every value the columns admit: the count stops at the largest
+-- integer instead of overflowing (a row at 2147483647 would otherwise fail
+-- every receive of the queue), and 'infinity' or '-infinity' in visible_at
+-- only orders the row last or first.
 WITH due AS MATERIALIZED (
   SELECT id, visible_at
   FROM taskclaim.message
   WHERE queue = %(queue)s AND visible_at <= statement_timestamp()
+    AND id <> ALL (%(skip)s::bigint[])
+    AND (%(only)s::bigint IS NULL OR id = %(only)s::bigint)
   ORDER BY visible_at, id
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
 ), leased AS (
   UPDATE taskclaim.message AS m
-  SET attempts = m.attempts + 1,
+  SET attempts = least(m.attempts, 2147483646) + 1,
       lease = %(lease)s,
       leased_at = statement_timestamp(),
       visible_at = statement_timestamp() + make_interval(secs => %(visibility)s)

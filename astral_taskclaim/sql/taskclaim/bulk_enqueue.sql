@@ -12,14 +12,14 @@ WITH item AS (
   INSERT INTO taskclaim.claim AS c (key, expires_at, token)
   SELECT
     item.key,
-    CURRENT_TIMESTAMP + make_interval(secs => %(seconds)s::double precision),
+    statement_timestamp() + make_interval(secs => %(seconds)s::double precision),
     item.token
   FROM item
   ORDER BY item.key COLLATE "C"
   ON CONFLICT (key) DO UPDATE SET
     expires_at = EXCLUDED.expires_at,
     token = EXCLUDED.token
-  WHERE c.expires_at < CURRENT_TIMESTAMP
+  WHERE c.expires_at < statement_timestamp()
   RETURNING c.key
 ), sent AS (
   INSERT INTO taskclaim.message (queue, body)

@@ -8,17 +8,22 @@
 -- flush. A free or expired key goes on to the upsert, whose ON CONFLICT
 -- WHERE is checked again on the newest row version once any concurrent
 -- claimer of the key has committed: of two racing claims, one wins.
+--
+-- Time is the statement's (statement_timestamp()), never the transaction's
+-- start (CURRENT_TIMESTAMP): a claim made late in a long transaction still
+-- holds its whole window from the call, and a claim that expired after the
+-- transaction began is seen as expired. Every claim write does the same.
 INSERT INTO taskclaim.claim AS c (key, expires_at, token)
 SELECT
   %(key)s::text,
-  CURRENT_TIMESTAMP + make_interval(secs => %(seconds)s::double precision),
+  statement_timestamp() + make_interval(secs => %(seconds)s::double precision),
   gen_random_uuid()
 WHERE NOT EXISTS (
   SELECT FROM taskclaim.claim AS held
-  WHERE held.key = %(key)s::text AND held.expires_at >= CURRENT_TIMESTAMP
+  WHERE held.key = %(key)s::text AND held.expires_at >= statement_timestamp()
 )
 ON CONFLICT (key) DO UPDATE SET
   expires_at = EXCLUDED.expires_at,
   token = EXCLUDED.token
-WHERE c.expires_at < CURRENT_TIMESTAMP
+WHERE c.expires_at < statement_timestamp()
 RETURNING token::text

@@ -20,7 +20,7 @@
 -- costs no more than itself (autocommit). The keys come as one binary array
 -- (the b placeholder), sent once for both uses.
 WITH present AS MATERIALIZED (
-  SELECT c.key, c.expires_at < CURRENT_TIMESTAMP AS expired
+  SELECT c.key, c.expires_at < statement_timestamp() AS expired
   FROM taskclaim.claim AS c
   WHERE c.key = ANY (%(keys)b::text[])
 ),
@@ -31,7 +31,7 @@ fresh AS (
   INSERT INTO taskclaim.claim (key, expires_at, token)
   SELECT
     wanted.key,
-    CURRENT_TIMESTAMP + make_interval(secs => %(seconds)s::double precision),
+    statement_timestamp() + make_interval(secs => %(seconds)s::double precision),
     gen_random_uuid()
   FROM unnest(%(keys)b::text[]) AS wanted (key)
   WHERE NOT (SELECT renewal.needed FROM renewal)

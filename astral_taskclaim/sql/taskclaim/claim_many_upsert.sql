@@ -9,12 +9,12 @@
 INSERT INTO taskclaim.claim AS c (key, expires_at, token)
 SELECT
   claimed.key,
-  CURRENT_TIMESTAMP + make_interval(secs => %(seconds)s::double precision),
+  statement_timestamp() + make_interval(secs => %(seconds)s::double precision),
   gen_random_uuid()
 FROM unnest(%(keys)b::text[]) AS claimed (key)
 ORDER BY claimed.key COLLATE "C"
 ON CONFLICT (key) DO UPDATE SET
   expires_at = EXCLUDED.expires_at,
   token = EXCLUDED.token
-WHERE c.expires_at < CURRENT_TIMESTAMP
+WHERE c.expires_at < statement_timestamp()
 RETURNING c.key, c.token::text

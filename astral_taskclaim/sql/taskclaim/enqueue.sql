@@ -7,16 +7,16 @@ WITH claimed AS (
   INSERT INTO taskclaim.claim AS c (key, expires_at, token)
   SELECT
     %(key)s::text,
-    CURRENT_TIMESTAMP + make_interval(secs => %(seconds)s::double precision),
+    statement_timestamp() + make_interval(secs => %(seconds)s::double precision),
     %(token)s::uuid
   WHERE NOT EXISTS (
     SELECT FROM taskclaim.claim AS held
-    WHERE held.key = %(key)s::text AND held.expires_at >= CURRENT_TIMESTAMP
+    WHERE held.key = %(key)s::text AND held.expires_at >= statement_timestamp()
   )
   ON CONFLICT (key) DO UPDATE SET
     expires_at = EXCLUDED.expires_at,
     token = EXCLUDED.token
-  WHERE c.expires_at < CURRENT_TIMESTAMP
+  WHERE c.expires_at < statement_timestamp()
   RETURNING c.token::text
 ), sent AS (
   INSERT INTO taskclaim.message (queue, body)

@@ -1,10 +1,11 @@
 -- hold_task(): keeps a key claimed by a token until a retry is due plus one
--- more window. A freed key is claimed again by the same token; a row holding
--- another token (a later claim) is left as it is.
+-- more window, from the statement's time as in claim.sql. A freed key is
+-- claimed again by the same token; a row holding another token (a later
+-- claim) is left as it is.
 INSERT INTO taskclaim.claim AS c (key, expires_at, token)
 VALUES (
   %(key)s,
-  CURRENT_TIMESTAMP + make_interval(secs => %(seconds)s::double precision),
+  statement_timestamp() + make_interval(secs => %(seconds)s::double precision),
   %(token)s::uuid
 )
 ON CONFLICT (key) DO UPDATE SET
