@@ -28,7 +28,7 @@ from . import statements
 from .validation import COMPACT_JSON as COMPACT_JSON
 from .validation import MAX_KEY_BYTES as MAX_KEY_BYTES
 from .validation import MAX_SECONDS as MAX_SECONDS
-from .validation import PLACEHOLDER_CLAIM, check_configured, check_encodes
+from .validation import PLACEHOLDER_CLAIM, check_configured, check_encodes, validate_window
 from .validation import is_token as is_token
 from .validation import validate_key as validate_key
 from .validation import validate_seconds as validate_seconds
@@ -78,7 +78,7 @@ def claim_task(key: str, *, window_seconds: float, using: str | None = None) -> 
     claim holds the key. An expired claim is replaced.
     """
     validate_key(key)
-    validate_seconds(window_seconds, name="window_seconds")
+    validate_window(window_seconds)
     alias = resolve_alias(using)
     # A float always, so one prepared statement serves int and float windows.
     params = {"key": key, "seconds": float(window_seconds)}
@@ -170,7 +170,7 @@ def enqueue_claimed(
     use ``transaction.on_commit()`` to enqueue after the commit instead.
     """
     validate_key(key)
-    validate_seconds(window_seconds, name="window_seconds")
+    validate_window(window_seconds)
     validate_task(task)
     if not callable(getattr(queue, "send", None)):
         raise TypeError(f"queue must have a send(body) method, got {type(queue).__name__}")

@@ -87,7 +87,7 @@ class ClaimedTask(Generic[T]):
         name: str | None,
         window_seconds: float | None,
     ) -> None:
-        from .claims import validate_seconds
+        from .validation import validate_window
 
         if not callable(run):
             raise TypeError(f"a claimed task must decorate a function, got {run!r}")
@@ -103,7 +103,7 @@ class ClaimedTask(Generic[T]):
         if name is None and not hasattr(run, "__qualname__"):
             raise TypeError(f"{run!r} is not a function and has no name of its own: give name=...")
         if window_seconds is not None:
-            validate_seconds(window_seconds, name="window_seconds")
+            validate_window(window_seconds)
         self.run = run
         self.queue = queue
         self.max_retries = max_retries
