@@ -43,13 +43,13 @@ class Command(BaseCommand):
             f"{claims['expired']} expired"
         )
         rows = [("queue", "backend", "ready", "delayed", "leased", "oldest (s)")]
-        errors = []
+        problems = []
         for name, queue in found["queues"].items():
             rows.append((name, queue["backend"], *(_cell(queue[c]) for c in COLUMNS)))
             if queue["error"]:
-                errors.append(f"{name}: {queue['error']}")
+                problems.append(f"{name}: {queue['error']}")
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         for row in rows:
             self.stdout.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
-        for error in errors:
-            self.stderr.write(error)
+        for problem in problems:
+            self.stderr.write(problem)
