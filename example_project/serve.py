@@ -43,6 +43,8 @@ def main() -> int:
     thread.start()
     try:
         call_command("runserver", ADDRESS, use_reloader=False)
+    except KeyboardInterrupt:
+        pass  # Ctrl-C or SIGTERM before runserver took over: stop all the same
     finally:
         worker.stop()
         thread.join(timeout=10)
