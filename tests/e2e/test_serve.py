@@ -43,7 +43,8 @@ def test_serve_stops_its_embedded_server(tmp_path: Path, stop: signal.Signals) -
     env = {
         k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE")
     }
-    env.update(PYTHONFAULTHANDLER="1", TASKCLAIM_PGDATA=str(data), SERVE_ADDRESS=f"127.0.0.1:{free_port()}")
+    env.update(PYTHONFAULTHANDLER="1", TASKCLAIM_PGDATA=str(data))
+    env["SERVE_ADDRESS"] = f"127.0.0.1:{free_port()}"
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
         serve = subprocess.Popen(
@@ -65,7 +66,7 @@ def test_serve_stops_its_embedded_server(tmp_path: Path, stop: signal.Signals) -
             except subprocess.TimeoutExpired:
                 serve.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack
                 serve.wait(10)
-                raise AssertionError(log.read_text())
+                raise AssertionError(log.read_text()) from None
             assert code == 0, log.read_text()
         finally:
             if serve.poll() is None:
