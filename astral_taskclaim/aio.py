@@ -45,7 +45,13 @@ from django.db import connections, transaction
 from .aio_pool import aclose_pools, pool
 from .claims import Sender, in_transaction, resolve_alias, sends_in_database
 from .envelope import PLACEHOLDER_TOKEN, encode_json, message_body, validate_token
-from .validation import check_configured, check_encodes, validate_key, validate_seconds
+from .validation import (
+    check_configured,
+    check_encodes,
+    validate_key,
+    validate_seconds,
+    validate_window,
+)
 
 __all__ = [
     "aclaim_task",
@@ -76,7 +82,7 @@ async def aclaim_task(key: str, *, window_seconds: float, using: str | None = No
     """Async :func:`~astral_taskclaim.claims.claim_task`: a fresh token, or
     ``None`` while an unexpired claim holds ``key``."""
     validate_key(key)
-    validate_seconds(window_seconds, name="window_seconds")
+    validate_window(window_seconds)
     alias = _claims_alias(using, "aclaim_task")
     params = {"key": key, "seconds": float(window_seconds)}
     rows = await (await pool(alias)).run("taskclaim/claim.sql", params)
@@ -130,7 +136,7 @@ async def aenqueue_claimed(
     a worker thread, and a failed send releases the claim and re-raises.
     """
     validate_key(key)
-    validate_seconds(window_seconds, name="window_seconds")
+    validate_window(window_seconds)
     encode_json(task, name="task")
     if not callable(getattr(queue, "send", None)):
         raise TypeError(f"queue must have a send(body) method, got {type(queue).__name__}")

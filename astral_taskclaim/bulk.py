@@ -31,7 +31,12 @@ from .claims import discard_broken_connection, in_transaction, resolve_alias, se
 from .envelope import PLACEHOLDER_TOKEN, body_writer, encode_json, message_body
 from .queues.base import PartlySentError
 from .redaction import redacting_filter
-from .validation import check_configured, check_encodes, validate_key, validate_seconds
+from .validation import (
+    check_configured,
+    check_encodes,
+    validate_key,
+    validate_window,
+)
 
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
@@ -91,7 +96,7 @@ def claim_tasks(
     Validates every key before writing anything.
     """
     checked = _validated_keys(keys)
-    validate_seconds(window_seconds, name="window_seconds")
+    validate_window(window_seconds)
     alias = resolve_alias(using)
     tokens = _claim_many(alias, list(dict.fromkeys(checked)), window_seconds)
     return _by_position(checked, tokens)
@@ -140,7 +145,7 @@ def enqueue_claimed_many(
     if not callable(getattr(queue, "send_many", None)):
         raise TypeError(f"queue must have a send_many(bodies) method, got {type(queue).__name__}")
     pairs, texts = _validated_items(items)
-    validate_seconds(window_seconds, name="window_seconds")
+    validate_window(window_seconds)
     alias = resolve_alias(using)
     connection = connections[alias]
     keys = [key for key, _ in pairs]

@@ -5,7 +5,9 @@ Id         Level    Meaning
 =========  =======  ==========================================================
 E001       error    ``TASKCLAIM_DATABASE`` is not a PostgreSQL database.
 E002       error    The PostgreSQL server is older than 14.
-W003       warning  PostgreSQL 14-16: ``slug.slug`` uses the tabulated fallback.
+W003       warning  PostgreSQL 14-16 and a model uses ``slug.slug`` (a
+                    ``DbSlugField`` or a ``Slug`` index): a few rare characters
+                    may slug differently than on PostgreSQL 17+.
 W004       warning  pg_cron is not loaded: expired claims are not deleted
                     automatically; schedule ``manage.py taskclaim_delete_expired``.
 E005       error    A configured ``TASKCLAIM_*_ROLE`` does not exist.
@@ -19,10 +21,15 @@ E014       error    A queue backend has an option it does not know (a typo).
 W018       warning  A PostgreSQL queue lives outside ``TASKCLAIM_DATABASE``.
 E020       error    A ``DbSlugField``'s ``source`` is not a text field.
 W021       warning  A ``DbSlugField`` is shorter than its source field.
+W030       warning  The app is not migrated in ``TASKCLAIM_DATABASE``: run
+                    ``manage.py migrate``.
+E031       error    A ``@claimed_task``'s queue is not in ``TASKCLAIM_QUEUES``.
+W032       warning  pg_cron is loaded but no job deletes this database's
+                    expired claims.
 =========  =======  ==========================================================
 
-E002 to E005 ask the server, so they run with ``manage.py check --database``
-and before ``migrate``, like Django's own database checks.
+E002 to E005, W030 and W032 ask the server, so they run with ``manage.py
+check --database`` and before ``migrate``, like Django's own database checks.
 """
 
 from __future__ import annotations
@@ -37,6 +44,8 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from . import roles
 from .conf import app_settings
+from .cron import has_cleanup_job
+from .migrated import advice, missing_tables
 
 MIN_SERVER_VERSION = 140000
 NATIVE_SLUG_VERSION = 170000
@@ -71,8 +80,31 @@ def check_settings(**kwargs: Any) -> list[checks.CheckMessage]:
     return []
 
 
-def version_messages(server_version: int) -> list[checks.CheckMessage]:
-    """E002 or W003 for a server of ``server_version`` (``server_version_num``)."""
+def uses_slug_function() -> bool:
+    """Whether an installed model computes ``slug.slug`` in the database: a
+    ``DbSlugField``, or a ``Slug`` expression in an index or constraint."""
+    from django.apps import apps
+
+    from .fields import DbSlugField
+    from .functions import Slug
+
+    def has_slug(expression: Any) -> bool:
+        if isinstance(expression, Slug):
+            return True
+        return any(has_slug(e) for e in getattr(expression, "get_source_expressions", list)())
+
+    for model in apps.get_models():
+        if any(isinstance(field, DbSlugField) for field in model._meta.get_fields()):
+            return True
+        declared = [*model._meta.indexes, *model._meta.constraints]
+        if any(has_slug(e) for item in declared for e in getattr(item, "expressions", ())):
+            return True
+    return False
+
+
+def version_messages(server_version: int, *, uses_slug: bool = True) -> list[checks.CheckMessage]:
+    """E002 or W003 for a server of ``server_version`` (``server_version_num``);
+    W003 only for a project whose models use ``slug.slug`` (``uses_slug``)."""
     if server_version < MIN_SERVER_VERSION:
         return [
             checks.Error(
@@ -80,17 +112,43 @@ def version_messages(server_version: int) -> list[checks.CheckMessage]:
                 id=ID.format("E002"),
             )
         ]
-    if server_version < NATIVE_SLUG_VERSION:
+    if server_version < NATIVE_SLUG_VERSION and uses_slug:
         return [
             checks.Warning(
-                f"PostgreSQL {server_version // 10000} lacks the pg_c_utf8 collation; slug.slug "
-                "uses a tabulated equivalent that matches PostgreSQL 17+ except for characters "
-                "whose NFC normalization changed after this server's Unicode version.",
-                hint="Upgrade to PostgreSQL 17+ for slug.slug with pg_c_utf8.",
+                f"PostgreSQL {server_version // 10000} has no pg_c_utf8 collation, so slug.slug "
+                "(behind your DbSlugField or Slug index) uses a built-in table instead. Slugs "
+                "are the same as on PostgreSQL 17+ except for rare characters whose Unicode "
+                "normalization changed after this server's Unicode version; it matters only if "
+                "slugs made here must equal slugs made on PostgreSQL 17+.",
+                hint="Upgrade to PostgreSQL 17+, or add 'astral_taskclaim.W003' to "
+                "SILENCED_SYSTEM_CHECKS if slugs are only compared within this server.",
                 id=ID.format("W003"),
             )
         ]
     return []
+
+
+@checks.register()
+def check_task_queues(**kwargs: Any) -> list[checks.CheckMessage]:
+    """E031 for a claimed task whose queue ``TASKCLAIM_QUEUES`` lacks."""
+    from .tasks import registry
+
+    try:
+        configured = list(app_settings.QUEUES)
+    except ImproperlyConfigured:
+        return []  # reported as E006
+    return [
+        checks.Error(
+            f"claimed task {task.name} uses queue {task.queue!r}, which TASKCLAIM_QUEUES does "
+            f"not define (it has: {', '.join(configured) or 'none'})",
+            hint=f"Add {task.queue!r} to TASKCLAIM_QUEUES, or pass one of its aliases as "
+            "@claimed_task(queue=...).",
+            obj=task.name,
+            id=ID.format("E031"),
+        )
+        for task in registry
+        if task.queue not in configured
+    ]
 
 
 def _ask(connection: BaseDatabaseWrapper, query: str) -> Any:
@@ -123,7 +181,7 @@ def check_queues(**kwargs: Any) -> list[checks.CheckMessage]:
 def check_server(
     databases: Sequence[str] | None = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
-    """E002, W003, W004 and E005: what the server has."""
+    """E002, W003, W004, E005, W030 and W032: what the server has."""
     try:
         alias = app_settings.DATABASE
     except ImproperlyConfigured:
@@ -134,9 +192,14 @@ def check_server(
     if connection.vendor != "postgresql":
         return []  # reported as E001
     try:
-        messages = version_messages(connection.pg_version)  # type: ignore[attr-defined]
+        messages = version_messages(
+            connection.pg_version,  # type: ignore[attr-defined]
+            uses_slug=uses_slug_function(),
+        )
         cron_database = _ask(connection, "SELECT current_setting('cron.database_name', true)")
         missing = roles.missing_roles(connection)
+        absent = missing_tables(alias)
+        cleaned = None if absent or cron_database is None else has_cleanup_job(connection)
     except DatabaseError as error:
         return [
             checks.Warning(f"Could not inspect database {alias!r}: {error}", id=ID.format("W007"))
@@ -148,6 +211,26 @@ def check_server(
                 hint="Run `manage.py taskclaim_delete_expired` hourly (cron, systemd timer or "
                 "your scheduler), or load pg_cron and migrate again.",
                 id=ID.format("W004"),
+            )
+        )
+    if absent:
+        messages.append(
+            checks.Warning(
+                f"astral_taskclaim is not migrated in database {alias!r} "
+                f"({', '.join(absent)} missing): claims, enqueues and workers fail until it is.",
+                hint=advice(alias).capitalize() + ".",
+                id=ID.format("W030"),
+            )
+        )
+    if cleaned is False:
+        messages.append(
+            checks.Warning(
+                f"pg_cron is loaded (in database {cron_database}) but no taskclaim job deletes "
+                f"expired claims in database {connection.settings_dict['NAME']}, so they pile up.",
+                hint="Run `manage.py taskclaim_delete_expired --schedule` as a user pg_cron "
+                "lets schedule jobs, or run `manage.py taskclaim_delete_expired` hourly from "
+                "cron or your scheduler.",
+                id=ID.format("W032"),
             )
         )
     messages.extend(

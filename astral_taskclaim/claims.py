@@ -27,7 +27,13 @@ from . import statements
 from .envelope import PLACEHOLDER_TOKEN, encode_json, message_body, validate_token
 from .logtext import printable
 from .redaction import redacting_filter
-from .validation import check_configured, check_encodes, validate_key, validate_seconds
+from .validation import (
+    check_configured,
+    check_encodes,
+    validate_key,
+    validate_seconds,
+    validate_window,
+)
 
 if TYPE_CHECKING:
     from .queues.postgres import PostgresQueue
@@ -73,7 +79,7 @@ def claim_task(key: str, *, window_seconds: float, using: str | None = None) -> 
     claim holds the key. An expired claim is replaced.
     """
     validate_key(key)
-    validate_seconds(window_seconds, name="window_seconds")
+    validate_window(window_seconds)
     alias = resolve_alias(using)
     # A float always, so one prepared statement serves int and float windows.
     params = {"key": key, "seconds": float(window_seconds)}
@@ -151,7 +157,7 @@ def enqueue_claimed(
     use ``transaction.on_commit()`` to enqueue after the commit instead.
     """
     validate_key(key)
-    validate_seconds(window_seconds, name="window_seconds")
+    validate_window(window_seconds)
     encode_json(task, name="task")
     if not callable(getattr(queue, "send", None)):
         raise TypeError(f"queue must have a send(body) method, got {type(queue).__name__}")

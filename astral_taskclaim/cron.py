@@ -1,12 +1,16 @@
-"""Scheduling pg_cron's ``taskclaim-ttl`` job from a migration.
+"""Scheduling pg_cron's cleanup job for the app's database from a migration.
 
 pg_cron runs jobs from one database, ``cron.database_name``. Where that is
-the app's database, the job is scheduled there with ``cron.schedule``. Where
-it is another database on the same server (managed services often use
-``postgres``), the job is scheduled from that database with
-``cron.schedule_in_database`` over a second connection, when pg_cron has it
-and the connection is allowed. Everywhere else the job is skipped with a
-NOTICE and ``manage.py taskclaim_delete_expired`` takes its place.
+the app's database, the job is scheduled there with ``cron.schedule`` as
+``taskclaim-ttl``, the TypeScript package's name. Where it is another
+database on the same server (managed services often use ``postgres``), the
+job is scheduled from that database with ``cron.schedule_in_database`` over
+a second connection, as ``taskclaim-ttl:<database>``: pg_cron names jobs per
+user, so two app databases on one server (two projects, staging and
+production) each keep a job of their own. Where pg_cron is missing or
+refuses, the job is skipped with a NOTICE, check ``astral_taskclaim.W004``
+or ``W032`` says so, and ``manage.py taskclaim_delete_expired`` takes its
+place.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import logging
 from typing import Any
 
 import psycopg
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
 from . import sqlfiles
@@ -68,6 +73,7 @@ def schedule(schema_editor: BaseDatabaseSchemaEditor) -> None:
             schema_editor.execute("CREATE EXTENSION IF NOT EXISTS pg_cron", params=None)
         _execute(schema_editor, "taskclaim/jobs/schedule.sql", params)
         return
+    name = job_name(database, cron_database)
     try:
         with separate_connection(schema_editor.connection, dbname=cron_database) as conn:
             has_function = conn.execute(
@@ -80,28 +86,51 @@ def schedule(schema_editor: BaseDatabaseSchemaEditor) -> None:
                     f"for {database} (no cron.schedule_in_database); skipping taskclaim jobs",
                 )
                 return
-            # pg_cron names jobs per user, and rescheduling a name keeps its
-            # database: a job left by a dropped database is replaced, one
-            # serving another live database is left alone (one app per cluster).
-            existing = conn.execute(sqlfiles.read("taskclaim/jobs/existing.sql")).fetchone()
-            if existing is not None and existing[0] != database:
-                if existing[1]:
-                    _skip(
-                        schema_editor,
-                        f"pg_cron job taskclaim-ttl already runs for database {existing[0]}; "
-                        f"one app database per cluster, skipping it for {database}",
-                    )
-                    return
-                conn.execute(
-                    sqlfiles.read("taskclaim/jobs/unschedule.sql"), {"database": existing[0]}
-                )
-            conn.execute(sqlfiles.read("taskclaim/jobs/schedule_in_database.sql"), params)
+            conn.execute(
+                sqlfiles.read("taskclaim/jobs/forget_stale.sql"),
+                {"database": database, "name": name},
+            )
+            conn.execute(
+                sqlfiles.read("taskclaim/jobs/schedule_in_database.sql"), {**params, "name": name}
+            )
     except psycopg.Error as error:
         _skip(
             schema_editor,
             f"pg_cron runs in database {cron_database}, which refused to "
-            f"schedule taskclaim-ttl for {database} ({type(error).__name__}); skipping",
+            f"schedule {name} for {database} ({type(error).__name__}); skipping",
         )
+
+
+def job_name(database: str, cron_database: str) -> str:
+    """The job's name: ``taskclaim-ttl`` in pg_cron's own database (as the
+    TypeScript package names it), ``taskclaim-ttl:<database>`` elsewhere."""
+    return JOB_NAME if database == cron_database else f"{JOB_NAME}:{database}"
+
+
+def has_cleanup_job(connection: BaseDatabaseWrapper) -> bool | None:
+    """Whether an active pg_cron job deletes expired claims in the database
+    of ``connection``; ``None`` when pg_cron is not loaded or its jobs
+    cannot be read from here. Only jobs this user may see count (pg_cron
+    shows a user its own jobs; a superuser sees all)."""
+    with connection.cursor() as cursor:
+        cursor.execute(sqlfiles.read("taskclaim/jobs/state.sql"))
+        cron_database, database, installed, _ = cursor.fetchone()
+        if cron_database is None:
+            return None
+        params = {"database": database}
+        if cron_database == database:
+            if not installed:
+                return False
+            cursor.execute(sqlfiles.read("taskclaim/jobs/find.sql"), params)
+            return bool(cursor.fetchone()[0])
+    try:
+        with separate_connection(connection, dbname=cron_database) as conn:
+            if conn.execute("SELECT to_regclass('cron.job') IS NOT NULL").fetchone() != (True,):
+                return False
+            row = conn.execute(sqlfiles.read("taskclaim/jobs/find.sql"), params).fetchone()
+    except psycopg.Error:
+        return None
+    return bool(row and row[0])
 
 
 def unschedule(schema_editor: BaseDatabaseSchemaEditor) -> None:
@@ -122,7 +151,7 @@ def unschedule(schema_editor: BaseDatabaseSchemaEditor) -> None:
                 conn.execute(statement, params)
     except psycopg.Error as error:
         logger.warning(
-            "could not remove taskclaim-ttl from database %s: %s",
+            "could not remove the taskclaim job from database %s: %s",
             cron_database,
             type(error).__name__,
             extra={"event": "taskclaim.cron_job_unschedule_failed"},

@@ -37,6 +37,7 @@ from psycopg.abc import Params
 
 from . import sqlfiles
 from .conf import app_settings
+from .migrated import explains_missing_tables
 
 __all__ = ["configured_alias", "may_prepare", "run"]
 
@@ -116,6 +117,7 @@ def _psycopg_cursor(connection: BaseDatabaseWrapper) -> PreparingCursor:
     return cursor
 
 
+@explains_missing_tables
 def run(alias: str, path: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
     """Runs the shipped SQL file ``path`` on database ``alias`` with
     ``params``, prepared where the settings allow; its rows (none for a

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from django.core.exceptions import ImproperlyConfigured
 
-from .validation import validate_seconds
+from .validation import validate_window
 
 if TYPE_CHECKING:
     from .consume import ConsumeSummary
@@ -107,7 +107,7 @@ class ClaimedTask(Generic[T]):
         if name is None and not hasattr(run, "__qualname__"):
             raise TypeError(f"{run!r} is not a function and has no name of its own: give name=...")
         if window_seconds is not None:
-            validate_seconds(window_seconds, name="window_seconds")
+            validate_window(window_seconds)
         self.run = run
         self.queue = queue
         self.max_retries = max_retries

@@ -2,7 +2,8 @@
 
 A key is a non-empty ``str`` without NUL of at most :data:`MAX_KEY_BYTES`
 UTF-8 bytes, so it always fits the primary-key index. Windows and delays
-are ``int`` or ``float`` seconds, finite, from 0 up to :data:`MAX_SECONDS`.
+are ``int`` or ``float`` seconds, finite, from 0 up to :data:`MAX_SECONDS`;
+a window a producer gives is more than 0.
 Each check raises ``TypeError`` or ``ValueError`` naming the bad argument.
 (Tokens and tasks, which belong to the message body, are checked in
 :mod:`~astral_taskclaim.envelope`.)
@@ -56,6 +57,19 @@ def validate_seconds(value: object, *, name: str) -> float:
     if not 0 <= value <= MAX_SECONDS:
         raise ValueError(f"{name} must be from 0 to {MAX_SECONDS} seconds, got {value!r}")
     return value
+
+
+def validate_window(value: object, *, name: str = "window_seconds") -> float:
+    """``value`` if it can be a claim window: as :func:`validate_seconds`,
+    but more than 0. A zero window would expire the claim as it is written,
+    so every trigger would send a task: coalescing silently off."""
+    validate_seconds(value, name=name)
+    if value == 0:
+        raise ValueError(
+            f"{name} must be more than 0: a 0-second claim expires at once, so nothing "
+            "coalesces (to run every trigger, send to the queue without a claim)"
+        )
+    return value  # type: ignore[return-value]
 
 
 def check_configured(queue: object) -> None:

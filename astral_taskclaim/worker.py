@@ -30,6 +30,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
@@ -42,6 +43,7 @@ from django.db import close_old_connections, connections
 
 from .consume import ConsumeSummary
 from .logtext import printable
+from .migrated import NotMigratedError
 from .queues import BaseQueue, MessageBatch, QueueError, ReceivedMessage, create_queue
 from .redaction import redact_configured, redacting_filter
 from .tasks import ClaimedTask, registry
@@ -60,6 +62,25 @@ IDLE_PAUSE = 1.0
 SETTLE_TRIES = 5
 
 
+@dataclass(frozen=True)
+class TaskRun:
+    """One message a worker ran: its key (``None`` for a body that is no
+    claimed task), its delivery count, the outcome (``ok``, ``retried``,
+    ``failed``, ``malformed`` or ``unparseable``) and how long it took."""
+
+    queue: str
+    key: str | None
+    attempt: int
+    outcome: str
+    duration_seconds: float
+
+    def __str__(self) -> str:
+        return (
+            f"{self.queue}: {self.key} attempt {self.attempt}: {self.outcome} "
+            f"in {self.duration_seconds:.3f} s"
+        )
+
+
 #: The counters a batch's summary adds to a worker's totals.
 _COUNTERS = tuple(f.name for f in fields(ConsumeSummary) if f.type == "int")
 
@@ -75,6 +96,9 @@ class WorkerStats(ConsumeSummary):
     #: Messages received but not run (shutdown or a database error), retried at once.
     returned: int = 0
     database_errors: int = 0
+    #: Messages whose settlement could not be written: leased until their
+    #: leases run out, then delivered again.
+    left_leased: int = 0
 
     def add(self, summary: ConsumeSummary) -> None:
         """Adds one ``consume_claimed`` summary."""
@@ -91,7 +115,8 @@ class Worker:
     waits for a message; with ``burst`` the worker returns after a receive
     that waited this long for nothing (the queue is drained: delayed
     retries stay queued). ``max_messages``: return after receiving this
-    many. ``task`` and ``backend`` override the registry and
+    many. ``on_run`` is called with a :class:`TaskRun` after each message
+    (progress lines, metrics). ``task`` and ``backend`` override the registry and
     ``TASKCLAIM_QUEUES`` (tests). Raises ``LookupError`` when no task is
     registered for the queue, ``ImproperlyConfigured`` for an unknown
     queue, ``TypeError``/``ValueError`` for a bad argument.
@@ -109,6 +134,7 @@ class Worker:
         backend: BaseQueue | None = None,
         using: str | None = None,
         exit: Callable[[int], object] = os._exit,
+        on_run: Callable[[TaskRun], object] | None = None,
     ) -> None:
         self.backend = backend if backend is not None else create_queue(queue)
         self.task = task if task is not None else registry.get(queue)
@@ -122,6 +148,7 @@ class Worker:
         self.using = using
         self.stats = WorkerStats(queue)
         self._exit = exit
+        self.on_run = on_run
         self._stop = threading.Event()
         self._backoff = FIRST_BACKOFF
 
@@ -201,6 +228,8 @@ class Worker:
         while not self._stop.is_set():
             try:
                 batch = self.backend.receive(max_messages=limit, wait_seconds=self.wait)
+            except NotMigratedError:
+                raise  # waiting would not help: someone has to run migrate
             except RECOVERABLE as error:
                 self._recover(error, interruptible=True)
                 continue
@@ -223,6 +252,7 @@ class Worker:
         for message in batch.messages:
             if self._stop.is_set():
                 break
+            started = time.monotonic()
             try:
                 one = self.task.consume(MessageBatch(batch.queue, [message]), using=self.using)
             except RECOVERABLE as error:
@@ -232,6 +262,8 @@ class Worker:
                 break
             _merge(summary, one)
             done += 1
+            if self.on_run is not None:
+                self.on_run(_task_run(batch.queue, message, one, time.monotonic() - started))
         returned = batch.messages[done:]
         for message in returned:
             message.retry(delay_seconds=0)
@@ -264,6 +296,7 @@ class Worker:
                 return
             except RECOVERABLE as error:
                 if attempt == SETTLE_TRIES:
+                    self.stats.left_leased += len(messages)
                     logger.error(
                         "%s: could not settle a batch of %d; it is delivered again when its "
                         "leases run out",
@@ -307,6 +340,16 @@ def _count(name: str, value: object, *, maximum: int | None = None) -> int:
         upper = f" to {maximum}" if maximum is not None else " or more"
         raise ValueError(f"{name} must be from 1{upper}, got {value}")
     return value
+
+
+_OUTCOMES = ("ok", "retried", "failed", "malformed", "unparseable")
+
+
+def _task_run(queue: str, message: ReceivedMessage, one: ConsumeSummary, seconds: float) -> TaskRun:
+    body = message.body
+    key = body.get("key") if isinstance(body, dict) else None
+    outcome = next((name for name in _OUTCOMES if getattr(one, name)), "ok")
+    return TaskRun(queue, key if isinstance(key, str) else None, message.attempts, outcome, seconds)
 
 
 def _merge(total: ConsumeSummary, one: ConsumeSummary) -> None:

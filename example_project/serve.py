@@ -3,8 +3,9 @@
 
 Migrates, makes sure the ``demo`` user exists (password ``demo``), runs a
 worker for the ``refresh`` queue in a thread (so the rooms' "Refresh"
-admin action runs its tasks), and serves until Ctrl-C. The embedded
-PostgreSQL stops when it exits.
+admin action runs its tasks), and serves until Ctrl-C or SIGTERM. The
+embedded PostgreSQL stops when it exits, also after an earlier run was
+killed outright (its PID is dropped from ``.pgdata/.handle_pids.json``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ ADDRESS = os.environ.get("SERVE_ADDRESS", "127.0.0.1:8000")
 
 
 def main() -> int:
+    from astral_taskclaim.contrib.embedded_postgres import stop_on_sigterm
+
+    # SIGTERM stops like Ctrl-C, so the embedded server stops too.
+    stop_on_sigterm()
     sys.path.insert(0, str(HERE))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
     import django
@@ -38,6 +43,8 @@ def main() -> int:
     thread.start()
     try:
         call_command("runserver", ADDRESS, use_reloader=False)
+    except KeyboardInterrupt:
+        pass  # Ctrl-C or SIGTERM before runserver took over: stop all the same
     finally:
         worker.stop()
         thread.join(timeout=10)

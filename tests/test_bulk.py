@@ -22,6 +22,7 @@ from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.claimkit import (
     claims,
     empty_claims,  # noqa: F401  (a fixture)
+    insert_claim,
     restricted_role,
     set_role,
 )
@@ -65,7 +66,7 @@ def test_claim_tasks_claims_free_and_expired_keys_only(atomic: bool) -> None:
     # Outside a transaction absent keys are inserted plainly; inside one the
     # upsert claims them all (tests/sql/test_claim_many.py has the races).
     held = claim_task("held", window_seconds=600)
-    claim_task("expired", window_seconds=0)
+    insert_claim("expired", seconds=-1)
     with transaction.atomic() if atomic else nullcontext():
         tokens = claim_tasks(["a", "held", "expired", "a"], window_seconds=60)
     assert tokens[1] is None
@@ -194,7 +195,7 @@ def test_a_body_too_big_raises_before_anything_is_written(
 ) -> None:
     pg_queue.max_body_bytes = 200
     claim_task("held", window_seconds=600)
-    claim_task("expired", window_seconds=0)
+    insert_claim("expired", seconds=-1)
     before = tokens()
     with pytest.raises(ValueError, match=r"queue 'bulk-test': body is 3\d\d bytes, over the 200"):
         enqueue_claimed_many(pg_queue, items, window_seconds=60)

@@ -5,12 +5,14 @@ from __future__ import annotations
 from io import StringIO
 
 import pytest
+from django.core import checks as django_checks
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.db import connection
 from django.test import override_settings
 
-from astral_taskclaim import checks
+from astral_taskclaim import checks, cron
+from astral_taskclaim.tasks import registry
 
 pytestmark = pytest.mark.django_db
 
@@ -109,3 +111,60 @@ def test_database_checks_run_with_manage_py_check() -> None:
         pytest.raises(SystemCheckError, match=r"astral_taskclaim\.E005"),
     ):
         call_command("check", "--database", "default", stdout=out, stderr=out)
+
+
+def test_e031_claimed_task_on_a_queue_missing_from_the_setting() -> None:
+    registry.task(queue="reports", name="tests.reports")(print)
+    try:
+        # Only this task's: other tests may leave tasks registered.
+        messages = [m for m in checks.check_task_queues() if m.obj == "tests.reports"]
+    finally:
+        registry.unregister("reports")
+    assert ids(messages) == ["astral_taskclaim.E031"]
+    assert messages[0].msg == (
+        "claimed task tests.reports uses queue 'reports', which TASKCLAIM_QUEUES does not "
+        "define (it has: default)"
+    )
+    assert messages[0].hint == (
+        "Add 'reports' to TASKCLAIM_QUEUES, or pass one of its aliases as @claimed_task(queue=...)."
+    )
+
+
+def test_e031_is_a_registered_check() -> None:
+    assert checks.check_task_queues in django_checks.registry.registry.get_checks()
+
+
+def test_w003_only_for_a_project_using_slug_slug() -> None:
+    assert checks.uses_slug_function()  # tests.testapp has a DbSlugField
+    assert ids(checks.version_messages(150000, uses_slug=False)) == []
+    message = checks.version_messages(150000, uses_slug=True)[0]
+    assert "matters only if slugs made here must equal slugs made on PostgreSQL 17+" in message.msg
+    assert "SILENCED_SYSTEM_CHECKS" in (message.hint or "")
+
+
+def test_w003_not_raised_without_a_slug_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    from django.apps import apps
+
+    models = [m for m in apps.get_models() if m._meta.app_label != "testapp"]
+    monkeypatch.setattr(apps, "get_models", lambda: models)
+    assert not checks.uses_slug_function()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_w032_when_no_pg_cron_job_cleans_the_database_and_schedule_fixes_it() -> None:
+    if cron.has_cleanup_job(connection) is None:
+        pytest.skip("needs pg_cron")
+    database = connection.settings_dict["NAME"]
+    assert not [m for m in checks.check_server(databases=["default"]) if m.id.endswith("W032")]
+    with connection.schema_editor() as editor:
+        cron.unschedule(editor)
+    try:
+        found = [m for m in checks.check_server(databases=["default"]) if m.id.endswith("W032")]
+        assert len(found) == 1
+        assert f"no taskclaim job deletes expired claims in database {database}" in found[0].msg
+        assert "taskclaim_delete_expired --schedule" in (found[0].hint or "")
+    finally:
+        out = StringIO()
+        call_command("taskclaim_delete_expired", "--schedule", stdout=out)
+    assert out.getvalue() == f"pg_cron deletes expired claims in {database}.\n"
+    assert cron.has_cleanup_job(connection) is True

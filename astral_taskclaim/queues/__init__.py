@@ -22,12 +22,13 @@ from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
 from ..conf import app_settings
-from .base import BaseQueue, MessageBatch, QueueError, ReceivedMessage
+from .base import BaseQueue, MessageBatch, QueueError, QueueStatus, ReceivedMessage
 
 __all__ = [
     "BaseQueue",
     "MessageBatch",
     "QueueError",
+    "QueueStatus",
     "ReceivedMessage",
     "create_queue",
     "queues",

@@ -84,6 +84,21 @@ class MessageBatch:
     messages: list[ReceivedMessage]
 
 
+@dataclass
+class QueueStatus:
+    """What a backend can tell about a queue's messages right now; ``None``
+    where its engine does not say. ``ready``: receivable now; ``delayed``:
+    waiting out a send or retry delay; ``leased``: received and not yet
+    settled; ``oldest_age_seconds``: age of the oldest message. ``details``
+    holds engine-specific figures (named as the engine names them)."""
+
+    ready: int | None = None
+    delayed: int | None = None
+    leased: int | None = None
+    oldest_age_seconds: float | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
 class BaseQueue(ABC):
     """A queue backend, configured under ``TASKCLAIM_QUEUES[alias]``.
 
@@ -164,6 +179,11 @@ class BaseQueue(ABC):
     def check(self) -> list[checks.CheckMessage]:
         """System-check messages about this queue's configuration."""
         return []
+
+    def status(self) -> QueueStatus:
+        """Message counts as far as the engine exposes them (``manage.py
+        taskclaim_status``, metrics); the default knows nothing."""
+        return QueueStatus()
 
     def configuration_errors(self) -> tuple[checks.CheckMessage, ...]:
         """The serious messages of :meth:`check`, which ``enqueue_claimed``

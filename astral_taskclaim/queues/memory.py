@@ -33,7 +33,7 @@ from typing import Any
 from django.core import checks
 
 from . import arguments
-from .base import MAX_DELAY_SECONDS, BaseQueue, MessageBatch, ReceivedMessage
+from .base import MAX_DELAY_SECONDS, BaseQueue, MessageBatch, QueueStatus, ReceivedMessage
 from .local_options import OptionProblems
 
 OPTIONS = frozenset({"queue_name", "visibility_timeout"})
@@ -184,6 +184,15 @@ class MemoryQueue(BaseQueue):
             store.condition.notify_all()
         if stale:
             self._log_stale_settlements(stale)
+
+    def status(self) -> QueueStatus:
+        """Ready, delayed and leased messages (ages are not kept)."""
+        store = self.store
+        with store.condition:
+            now = store.clock()
+            waiting = [entry for entry in store.entries.values() if entry.visible_at > now]
+            leased = sum(1 for entry in waiting if entry.lease is not None)
+            return QueueStatus(len(store.entries) - len(waiting), len(waiting) - leased, leased)
 
     def count(self) -> int:
         """Messages in the queue, leased and delayed ones included."""

@@ -60,8 +60,9 @@ from .. import sqlfiles, statements
 from ..conf import app_settings
 from ..connections import separate_connection
 from ..logtext import printable
+from ..migrated import explains_missing_tables
 from . import arguments
-from .base import MAX_DELAY_SECONDS, BaseQueue, MessageBatch, ReceivedMessage
+from .base import MAX_DELAY_SECONDS, BaseQueue, MessageBatch, QueueStatus, ReceivedMessage
 from .local_options import OptionProblems
 
 logger = logging.getLogger(__name__)
@@ -132,6 +133,7 @@ class PostgresQueue(BaseQueue):
         W018 (``database`` is not ``TASKCLAIM_DATABASE``)."""
         return list(self._problems.messages)
 
+    @explains_missing_tables
     def _execute(self, path: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         self._problems.raise_first()
         with connections[self.database].cursor() as cursor:
@@ -252,6 +254,12 @@ class PostgresQueue(BaseQueue):
         rows = self._execute("queue/next_visible.sql", {"queue": self.queue_name})
         value = rows[0][0] if rows else None
         return None if value is None else float(value)
+
+    def status(self) -> QueueStatus:
+        """Ready, delayed and leased messages and the oldest one's age."""
+        rows = self._execute("queue/status.sql", {"queue": self.queue_name})
+        ready, delayed, leased, oldest = rows[0]
+        return QueueStatus(ready, delayed, leased, None if oldest is None else float(oldest))
 
     def settle(self, messages: Sequence[ReceivedMessage]) -> None:
         """Deletes the acked and delays the retried messages, and wakes

@@ -40,7 +40,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ..redaction import redacting_filter
 from . import arguments
-from .base import MessageBatch, PartlySentError, QueueError, ReceivedMessage
+from .base import MessageBatch, PartlySentError, QueueError, QueueStatus, ReceivedMessage
 from .remote import (
     Option,
     OptionProblem,
@@ -164,6 +164,21 @@ class SQSQueue(RemoteQueue):
             raise QueueError(
                 self.redact(f"SQS queue {self.alias!r}: {operation}: {error}")
             ) from error
+
+    def status(self) -> QueueStatus:
+        """``GetQueueAttributes``' approximate counts: visible (ready),
+        delayed, and not visible (leased: received, in flight)."""
+        client, config = self._connect()
+        names = ["ApproximateNumberOf" + name for name in ("Messages", "MessagesDelayed")]
+        names.append("ApproximateNumberOfMessagesNotVisible")
+        response = self._call(
+            "GetQueueAttributes",
+            client.get_queue_attributes,
+            QueueUrl=config["queue_url"],
+            AttributeNames=names,
+        )
+        ready, delayed, leased = (int(response["Attributes"].get(name, 0)) for name in names)
+        return QueueStatus(ready, delayed, leased, details={"approximate": True})
 
     # Sending
 

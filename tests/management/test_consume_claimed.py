@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,7 +45,13 @@ def test_burst_runs_the_queue_and_logs_a_line_per_batch(jobs: PostgresQueue) -> 
     out, err = consume("jobs", "--burst", "--wait", "0", "--batch-size", "2")
     assert ran == [{"n": 0}, {"n": 1}, {"n": 2}]
     assert bodies(jobs) == []
-    assert out.strip() == "jobs: 3 received, 3 ok, 0 retried, 0 failed, 0 malformed, 0 unparseable"
+    lines = out.splitlines()
+    assert lines[0] == "jobs: 3 received, 3 ok, 0 retried, 0 failed, 0 malformed, 0 unparseable"
+    assert lines[1] == (
+        "burst done: ran 3 messages (3 ok, 0 retried, 0 failed, 0 malformed, 0 unparseable); "
+        "0 handed back unrun; 0 left leased (settlement not written: delivered again when "
+        "their leases run out); queue now: 0 ready, 0 delayed, 0 leased"
+    )
     assert err.count("ok, 0 retried, 0 failed, 0 malformed") == 2  # one line per batch
 
 
@@ -92,3 +99,30 @@ def test_a_misconfigured_queue_is_refused_before_running() -> None:
         pytest.raises(CommandError, match="poll_interval must be"),
     ):
         consume("jobs", "--burst")
+
+
+def test_verbosity_2_prints_a_line_per_task_run(jobs: PostgresQueue) -> None:
+    def run(task: Any) -> None:
+        if task == "bad":
+            raise RuntimeError("boom")
+
+    registry.task(queue="jobs", name="tests.jobs_v2", max_retries=1)(run)
+    try:
+        enqueue_claimed(jobs, "good", "fine", window_seconds=60)
+        enqueue_claimed(jobs, "bad", "bad", window_seconds=60)
+        out, _ = consume("jobs", "--burst", "--wait", "0", "--verbosity", "2")
+    finally:
+        registry.unregister("jobs")
+    runs = [line for line in out.splitlines() if " attempt " in line]
+    assert len(runs) == 2
+    assert re.fullmatch(r"jobs: good attempt 1: ok in \d+\.\d{3} s", runs[0])
+    assert re.fullmatch(r"jobs: bad attempt 1: retried in \d+\.\d{3} s", runs[1])
+    # The retry is delayed: the burst leaves it queued and says so.
+    assert out.splitlines()[-1].endswith("queue now: 0 ready, 1 delayed, 0 leased")
+
+
+@pytest.mark.usefixtures("jobs_task")
+def test_verbosity_1_prints_no_line_per_run(jobs: PostgresQueue) -> None:
+    enqueue_claimed(jobs, "k", 1, window_seconds=60)
+    out, _ = consume("jobs", "--burst", "--wait", "0")
+    assert " attempt " not in out

@@ -180,3 +180,14 @@ def test_bad_arguments_send_nothing(queue: MemoryQueue, call: Any, error: type) 
     with pytest.raises(error):
         call(queue)
     assert queue.count() == 0
+
+
+def test_status_counts_ready_delayed_and_leased(queue: MemoryQueue, clock: Clock) -> None:
+    queue.send_many([1, 2])
+    queue.send(3, delay_seconds=60)
+    queue.receive(max_messages=1)
+    found = queue.status()
+    assert (found.ready, found.delayed, found.leased) == (1, 1, 1)
+    assert found.oldest_age_seconds is None  # not kept
+    clock.now += 31  # the lease runs out: the message is ready again
+    assert (queue.status().ready, queue.status().leased) == (2, 0)

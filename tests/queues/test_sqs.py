@@ -282,3 +282,14 @@ def test_settling_a_message_from_another_backend_is_refused(moto_sqs: MotoSQS) -
     with pytest.raises(ValueError, match="'x' was not received from an SQSQueue"):
         queue.settle([foreign])
     assert calls == []
+
+
+def test_status_reports_the_approximate_counts(moto_sqs: MotoSQS) -> None:
+    url = moto_sqs.create_queue()
+    queue = SQSQueue("sqs", options=moto_sqs.options(url))
+    queue.send_many([1, 2])
+    queue.send(3, delay_seconds=60)
+    queue.receive(max_messages=1)
+    found = queue.status()
+    assert (found.ready, found.delayed, found.leased) == (1, 1, 1)
+    assert found.details == {"approximate": True}

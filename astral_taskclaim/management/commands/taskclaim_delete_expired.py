@@ -8,7 +8,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
+from ... import cron
+from ...conf import app_settings
 from ...maintenance import delete_expired
+from ...migrated import NotMigratedError
 
 
 class Command(BaseCommand):
@@ -27,12 +30,34 @@ class Command(BaseCommand):
         parser.add_argument(
             "--database", default=None, help="Database alias (default: TASKCLAIM_DATABASE)."
         )
+        parser.add_argument(
+            "--schedule",
+            action="store_true",
+            help="Instead of deleting, schedule pg_cron's hourly job for the database (as the "
+            "migration does; check astral_taskclaim.W032 asks for it), and say whether it runs.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["database"] is not None and options["database"] not in connections.settings:
             raise CommandError(f"--database: unknown database alias {options['database']!r}")
+        if options["schedule"]:
+            self._schedule(options["database"] or app_settings.DATABASE)
+            return
         try:
             deleted = delete_expired(batch_size=options["batch_size"], using=options["database"])
         except (TypeError, ValueError) as error:
             raise CommandError(f"--batch-size: {error}") from error
+        except NotMigratedError as error:
+            raise CommandError(str(error)) from error
         self.stdout.write(f"Deleted {deleted} expired claim{'' if deleted == 1 else 's'}.")
+
+    def _schedule(self, alias: str) -> None:
+        connection = connections[alias]
+        with connection.schema_editor() as editor:
+            cron.schedule(editor)
+        if not cron.has_cleanup_job(connection):
+            raise CommandError(
+                f"no pg_cron job cleans database {connection.settings_dict['NAME']}: pg_cron is "
+                "not loaded or refused (see the warning above); schedule this command hourly"
+            )
+        self.stdout.write(f"pg_cron deletes expired claims in {connection.settings_dict['NAME']}.")

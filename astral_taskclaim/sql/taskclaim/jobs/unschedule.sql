@@ -1,3 +1,4 @@
--- Removes the taskclaim-ttl job that runs in the app's database.
+-- Removes the job that cleans the app's database, under either name.
 SELECT cron.unschedule(jobid) FROM cron.job
-WHERE jobname = 'taskclaim-ttl' AND database = %(database)s;
+WHERE database = %(database)s
+  AND (jobname = 'taskclaim-ttl' OR jobname = 'taskclaim-ttl:' || %(database)s);

@@ -1,0 +1,55 @@
+"""``manage.py taskclaim_status``: claims and queue depths, as text or ``--json``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ...migrated import NotMigratedError
+from ...status import collect
+
+COLUMNS = ("ready", "delayed", "leased", "oldest_age_seconds")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "?"
+    return f"{value:.1f}" if isinstance(value, float) else str(value)
+
+
+class Command(BaseCommand):
+    help = (
+        "Shows per queue the messages ready, delayed and leased and the oldest one's age, "
+        "and the claims active and expired. '?' marks what a backend does not expose."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--json", action="store_true", help="One JSON object, for scripts.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            found = collect()
+        except (NotMigratedError, ImproperlyConfigured) as error:
+            raise CommandError(str(error)) from error
+        if options["json"]:
+            self.stdout.write(json.dumps(found, indent=2, sort_keys=True))
+            return
+        claims = found["claims"]
+        self.stdout.write(
+            f"claims in {claims['database']}: {claims['active']} active, "
+            f"{claims['expired']} expired"
+        )
+        rows = [("queue", "backend", "ready", "delayed", "leased", "oldest (s)")]
+        problems = []
+        for name, queue in found["queues"].items():
+            rows.append((name, queue["backend"], *(_cell(queue[c]) for c in COLUMNS)))
+            if queue["error"]:
+                problems.append(f"{name}: {queue['error']}")
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            self.stdout.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
+        for problem in problems:
+            self.stderr.write(problem)
