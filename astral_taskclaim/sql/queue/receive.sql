@@ -1,12 +1,12 @@
--- Leases up to `limit` visible messages, oldest due first, skipping rows
--- other consumers are leasing right now; counts the delivery and hides the
--- messages for the visibility timeout. `due` is materialized so it is run
+-- Leases up to `limit` visible messages, highest priority first, then oldest
+-- due, skipping rows other consumers are leasing right now; counts the
+-- delivery and hides the messages for the visibility timeout. `due` is materialized so it is run
 -- (and its rows locked) once, however the planner joins it.
 WITH due AS MATERIALIZED (
-  SELECT id, visible_at
+  SELECT id, priority, visible_at
   FROM taskclaim.message
   WHERE queue = %(queue)s AND visible_at <= statement_timestamp()
-  ORDER BY visible_at, id
+  ORDER BY priority DESC, visible_at, id
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
 ), leased AS (
@@ -21,4 +21,4 @@ WITH due AS MATERIALIZED (
 )
 SELECT leased.id, leased.body, leased.attempts
 FROM leased JOIN due ON due.id = leased.id
-ORDER BY due.visible_at, due.id
+ORDER BY due.priority DESC, due.visible_at, due.id

@@ -1,0 +1,81 @@
+"""Django's Tasks framework, from Django 6 (``django.tasks``) or, on Django
+5.2, from the ``django-tasks`` package (``django_tasks``, the
+``astral-taskclaim[tasks]`` extra): the one place that knows which.
+
+Both expose the same classes; only the exception names differ
+(``InvalidTask`` is ``InvalidTaskError`` in the package).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    from django.tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
+    from django.tasks.backends.base import BaseTaskBackend
+    from django.tasks.base import (
+        DEFAULT_TASK_PRIORITY,
+        TASK_MAX_PRIORITY,
+        TASK_MIN_PRIORITY,
+        Task,
+        TaskError,
+    )
+    from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+    from django.tasks.signals import task_enqueued, task_finished, task_started
+    from django.utils.json import normalize_json
+
+    FRAMEWORK = "django.tasks"
+except ImportError:  # Django 5.2: the django-tasks package
+    from django_tasks import (  # type: ignore[no-redef]
+        TaskContext,
+        TaskResult,
+        TaskResultStatus,
+        task_backends,
+    )
+    from django_tasks.backends.base import BaseTaskBackend  # type: ignore[no-redef]
+    from django_tasks.base import (  # type: ignore[no-redef]
+        DEFAULT_TASK_PRIORITY,
+        TASK_MAX_PRIORITY,
+        TASK_MIN_PRIORITY,
+        Task,
+        TaskError,
+    )
+    from django_tasks.exceptions import (  # type: ignore[no-redef]
+        InvalidTaskError as InvalidTask,
+    )
+    from django_tasks.exceptions import TaskResultDoesNotExist  # type: ignore[no-redef]
+    from django_tasks.signals import (  # type: ignore[no-redef]
+        task_enqueued,
+        task_finished,
+        task_started,
+    )
+    from django_tasks.utils import normalize_json  # type: ignore[no-redef]
+
+    FRAMEWORK = "django_tasks"
+
+__all__ = [
+    "DEFAULT_TASK_PRIORITY",
+    "FRAMEWORK",
+    "TASK_MAX_PRIORITY",
+    "TASK_MIN_PRIORITY",
+    "BaseTaskBackend",
+    "InvalidTask",
+    "Task",
+    "TaskContext",
+    "TaskError",
+    "TaskResult",
+    "TaskResultDoesNotExist",
+    "TaskResultStatus",
+    "set_return_value",
+    "task_backends",
+    "task_enqueued",
+    "task_finished",
+    "normalize_json",
+    "task_started",
+]
+
+
+def set_return_value(result: Any, value: Any) -> None:
+    """Sets a frozen ``TaskResult``'s return value, as Django's own
+    backends do (the field is not an ``__init__`` argument)."""
+    object.__setattr__(result, "_return_value", value)
