@@ -101,7 +101,9 @@ class TaskRunner(ClaimedTask[Any]):
             return consume_claimed(
                 single, parse=_refuse, run=_not_called, max_retries=0, using=database
             )
-        retries = getattr(task, "max_retries", None)
+        retries = payload.get("maxRetries", getattr(task, "max_retries", None))
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            retries = None
         attempt = _Attempt(task, found.claim, database, payload)
         summary = consume_claimed(
             single,

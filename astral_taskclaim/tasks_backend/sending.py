@@ -63,6 +63,9 @@ class RunRequest:
         }
         if self.run_after is not None:
             payload["runAfter"] = self.run_after.isoformat()
+        retries = getattr(self.task, "max_retries", None)
+        if retries is not None:  # set by using(), so not known from the path
+            payload["maxRetries"] = retries
         return payload
 
     def row_params(self) -> dict[str, Any]:
