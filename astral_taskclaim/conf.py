@@ -91,7 +91,6 @@ class AppSettings:
             )
         return float(value)
 
-
     @property
     def TASK_RESULTS_RETENTION(self) -> int | None:
         """Seconds a finished Django Task result is kept; ``None``: forever."""

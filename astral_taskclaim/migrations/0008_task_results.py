@@ -38,12 +38,13 @@ class Migration(migrations.Migration):
                 ("queue_name", models.TextField(verbose_name="queue name")),
                 (
                     "queue",
-                    models.TextField(
-                        help_text="The TASKCLAIM_QUEUES alias.", verbose_name="queue"
-                    ),
+                    models.TextField(help_text="The TASKCLAIM_QUEUES alias.", verbose_name="queue"),
                 ),
                 ("priority", models.SmallIntegerField(default=0, verbose_name="priority")),
-                ("run_after", models.DateTimeField(blank=True, null=True, verbose_name="run after")),
+                (
+                    "run_after",
+                    models.DateTimeField(blank=True, null=True, verbose_name="run after"),
+                ),
                 ("key", models.TextField(blank=True, null=True, verbose_name="key")),
                 (
                     "status",
@@ -68,17 +69,25 @@ class Migration(migrations.Migration):
                 (
                     "worker_ids",
                     django.contrib.postgres.fields.ArrayField(
-                        base_field=models.TextField(), default=list, size=None,
+                        base_field=models.TextField(),
+                        default=list,
+                        size=None,
                         verbose_name="worker ids",
                     ),
                 ),
                 ("enqueued_at", models.DateTimeField(verbose_name="enqueued at")),
-                ("started_at", models.DateTimeField(blank=True, null=True, verbose_name="started at")),
+                (
+                    "started_at",
+                    models.DateTimeField(blank=True, null=True, verbose_name="started at"),
+                ),
                 (
                     "last_attempted_at",
                     models.DateTimeField(blank=True, null=True, verbose_name="last attempted at"),
                 ),
-                ("finished_at", models.DateTimeField(blank=True, null=True, verbose_name="finished at")),
+                (
+                    "finished_at",
+                    models.DateTimeField(blank=True, null=True, verbose_name="finished at"),
+                ),
             ],
             options={
                 "verbose_name": "task result",

@@ -29,7 +29,6 @@ from asgiref.sync import sync_to_async
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, transaction
-from django.utils import timezone
 
 from .. import statements
 from ..claims import enqueue_claimed, envelope, in_transaction, sends_in_database
@@ -41,6 +40,7 @@ from .compat import (
     BaseTaskBackend,
     InvalidTask,
     TaskResult,
+    TaskResultDoesNotExist,
     TaskResultStatus,
     normalize_json,
     task_enqueued,
@@ -106,7 +106,9 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
 
         if not isinstance(value, str) or value not in app_settings.QUEUES:
             known = ", ".join(sorted(app_settings.QUEUES)) or "none"
-            self._problem(f"OPTIONS[{label!r}] must name a TASKCLAIM_QUEUES alias ({known}), got {value!r}")
+            self._problem(
+                f"OPTIONS[{label!r}] must name a TASKCLAIM_QUEUES alias ({known}), got {value!r}"
+            )
             return "default"
         return value
 
@@ -249,7 +251,7 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
         (a claimed task's, or a result deleted since) reads as ready."""
         try:
             return results.to_task_result(results.fetch(database, holder))
-        except results.TaskResultDoesNotExist:
+        except TaskResultDoesNotExist:
             request.token = holder
             return self._new_result(request, None)
 

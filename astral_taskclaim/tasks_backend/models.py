@@ -31,7 +31,8 @@ class StoredTaskResult(models.Model):
     queue = models.TextField(_("queue"), help_text=_("The TASKCLAIM_QUEUES alias."))
     priority = models.SmallIntegerField(_("priority"), default=0)
     run_after = models.DateTimeField(_("run after"), null=True, blank=True)
-    key = models.TextField(_("key"), null=True, blank=True)
+    # NULL, not "": a run that does not coalesce has no key at all.
+    key = models.TextField(_("key"), null=True, blank=True)  # noqa: DJ001
     status = models.TextField(_("status"), choices=STATUS_CHOICES, default="READY")
     args = models.JSONField(_("args"), default=list)
     kwargs = models.JSONField(_("kwargs"), default=dict)

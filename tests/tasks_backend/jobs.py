@@ -7,7 +7,6 @@ from typing import Any
 
 from astral_taskclaim.tasks_backend.compat import TaskContext
 
-
 #: What the tasks saw, for the tests to assert on (reset by a fixture).
 calls: list[Any] = []
 

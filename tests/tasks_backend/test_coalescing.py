@@ -25,7 +25,8 @@ def test_enqueues_of_the_same_arguments_coalesce_into_the_claiming_run() -> None
     first = jobs.refresh.enqueue(1)
     again = jobs.refresh.enqueue(1)
     other = jobs.refresh.enqueue(2)
-    assert again.id == first.id and other.id != first.id
+    assert again.id == first.id
+    assert other.id != first.id
     assert again.status == TaskResultStatus.READY
     assert len(message_rows()) == 2
     assert claims() == [
@@ -35,7 +36,8 @@ def test_enqueues_of_the_same_arguments_coalesce_into_the_claiming_run() -> None
     drain()
     # Within the window the finished run still holds the key: callers get it.
     later = jobs.refresh.enqueue(1)
-    assert later.id == first.id and later.status == TaskResultStatus.SUCCESSFUL
+    assert later.id == first.id
+    assert later.status == TaskResultStatus.SUCCESSFUL
     assert later.return_value == 1
     assert jobs.calls == [("refresh", 1), ("refresh", 2)]
 
@@ -53,7 +55,8 @@ def test_a_long_derived_key_is_hashed_to_fit() -> None:
     result = jobs.refresh.enqueue("x" * 2000)
     [(key, token)] = claims()
     assert token == result.id
-    assert key.startswith(f"{jobs.refresh.module_path}:sha256:") and len(key) < 200
+    assert key.startswith(f"{jobs.refresh.module_path}:sha256:")
+    assert len(key) < 200
 
 
 def test_the_claim_is_released_when_the_run_gives_up_so_the_key_runs_again() -> None:
@@ -70,11 +73,16 @@ def test_enqueue_in_a_rolled_back_transaction_leaves_nothing() -> None:
     class Rollback(Exception):
         pass
 
-    with pytest.raises(Rollback), transaction.atomic():
-        jobs.refresh.enqueue(5)
-        jobs.add.enqueue(1, 2)
-        raise Rollback
-    assert message_rows() == [] and claims() == []
+    def enqueue_then_fail() -> None:
+        with transaction.atomic():
+            jobs.refresh.enqueue(5)
+            jobs.add.enqueue(1, 2)
+            raise Rollback
+
+    with pytest.raises(Rollback):
+        enqueue_then_fail()
+    assert message_rows() == []
+    assert claims() == []
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM taskclaim.task_result")
         assert cursor.fetchone() == (0,)
@@ -104,9 +112,11 @@ def memory_backend() -> Any:
 
 
 def test_a_remote_queue_refuses_enqueue_inside_a_transaction(memory_backend: Any) -> None:
-    with pytest.raises(transaction.TransactionManagementError, match="on_commit"):
-        with transaction.atomic():
-            jobs.add.enqueue(1, 2)
+    with (
+        transaction.atomic(),
+        pytest.raises(transaction.TransactionManagementError, match="on_commit"),
+    ):
+        jobs.add.enqueue(1, 2)
     assert memory_backend.entries == {}
 
 

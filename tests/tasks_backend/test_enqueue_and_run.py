@@ -36,36 +36,46 @@ def test_enqueue_returns_a_ready_result_stored_with_its_message() -> None:
     result = jobs.add.enqueue(2, b=3)
     assert result.status == TaskResultStatus.READY
     assert uuid.UUID(result.id)
-    assert result.args == [2] and result.kwargs == {"b": 3}
+    assert result.args == [2]
+    assert result.kwargs == {"b": 3}
     assert result.backend == "default"
     assert result.task.func is jobs.add.func
-    assert result.enqueued_at is not None and result.enqueued_at >= before - timedelta(seconds=1)
-    assert result.started_at is None and result.finished_at is None
+    assert result.enqueued_at is not None
+    assert result.enqueued_at >= before - timedelta(seconds=1)
+    assert result.started_at is None
+    assert result.finished_at is None
     assert result.last_attempted_at is None
-    assert result.errors == [] and result.worker_ids == [] and result.attempts == 0
+    assert result.errors == []
+    assert result.worker_ids == []
+    assert result.attempts == 0
     assert not result.is_finished
     with pytest.raises(ValueError, match="not finished"):
-        result.return_value
+        _ = result.return_value
     [(body, priority, _visible, last_error, attempts)] = message_rows()
     # The TypeScript package's envelope, the claim token being the result id.
     assert list(body) == ["key", "claim", "windowSeconds", "task"]
-    assert body["claim"] == result.id and body["windowSeconds"] == 0
+    assert body["claim"] == result.id
+    assert body["windowSeconds"] == 0
     assert body["task"] == {"taskPath": jobs.add.module_path, "args": [2], "kwargs": {"b": 3}}
     assert (priority, last_error, attempts) == (0, None, 0)
     stored = jobs.add.get_result(result.id)
-    assert stored.id == result.id and stored.status == TaskResultStatus.READY
+    assert stored.id == result.id
+    assert stored.status == TaskResultStatus.READY
     assert stored.enqueued_at == result.enqueued_at
 
 
 def test_a_run_fills_every_field_and_refresh_sees_it() -> None:
     result = jobs.add.enqueue(2, 3)
     stats = drain()
-    assert stats.ok == 1 and jobs.calls == [("add", 2, 3)]
+    assert stats.ok == 1
+    assert jobs.calls == [("add", 2, 3)]
     result.refresh()
-    assert result.status == TaskResultStatus.SUCCESSFUL and result.is_finished
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    assert result.is_finished
     assert result.return_value == 5
     assert result.errors == []
-    assert len(result.worker_ids) == 1 and result.attempts == 1
+    assert len(result.worker_ids) == 1
+    assert result.attempts == 1
     assert ":" in result.worker_ids[0]  # host:pid
     assert result.enqueued_at <= result.started_at <= result.finished_at
     assert result.last_attempted_at == result.started_at
@@ -107,8 +117,6 @@ def test_unknown_results_do_not_exist(backend: Any) -> None:
         backend.get_result("not-a-uuid")
 
 
-
-
 def test_aget_result_and_arefresh_read_the_same_row() -> None:
     from asgiref.sync import async_to_sync
 
@@ -121,7 +129,8 @@ def test_aget_result_and_arefresh_read_the_same_row() -> None:
         return stored
 
     stored = async_to_sync(read)()
-    assert stored.return_value == 2 and result.return_value == 2
+    assert stored.return_value == 2
+    assert result.return_value == 2
 
 
 def test_signals_are_sent_for_enqueue_start_and_finish() -> None:

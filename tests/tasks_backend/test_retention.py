@@ -59,9 +59,11 @@ def test_none_keeps_results_forever() -> None:
 
 
 def test_a_bad_retention_setting_is_named() -> None:
-    with override_settings(TASKCLAIM_TASK_RESULTS_RETENTION="7d"):
-        with pytest.raises(CommandError, match="TASKCLAIM_TASK_RESULTS_RETENTION"):
-            call_command("taskclaim_delete_task_results")
+    with (
+        override_settings(TASKCLAIM_TASK_RESULTS_RETENTION="7d"),
+        pytest.raises(CommandError, match="TASKCLAIM_TASK_RESULTS_RETENTION"),
+    ):
+        call_command("taskclaim_delete_task_results")
 
 
 def test_the_job_command_calls_the_cleanup_function_with_the_retention() -> None:

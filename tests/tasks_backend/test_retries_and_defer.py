@@ -30,19 +30,25 @@ def test_a_failed_attempt_is_recorded_and_retried_with_the_error_on_its_message(
     stats = drain()
     assert stats.retried == 1
     result.refresh()
-    assert result.status == TaskResultStatus.READY and not result.is_finished
+    assert result.status == TaskResultStatus.READY
+    assert not result.is_finished
     [error] = result.errors
     assert error.exception_class is jobs.Boom
     assert error.exception_class_path == "tests.tasks_backend.jobs.Boom"
-    assert "attempt failed (1 to go)" in error.traceback and "Traceback" in error.traceback
-    assert result.attempts == 1 and result.finished_at is None
+    assert "attempt failed (1 to go)" in error.traceback
+    assert "Traceback" in error.traceback
+    assert result.attempts == 1
+    assert result.finished_at is None
     [(_body, _priority, _visible, last_error, attempts)] = message_rows()
-    assert last_error == "Boom: attempt failed (1 to go)" and attempts == 1
+    assert last_error == "Boom: attempt failed (1 to go)"
+    assert attempts == 1
     make_due()
     drain()
     result.refresh()
-    assert result.status == TaskResultStatus.SUCCESSFUL and result.return_value == "done"
-    assert result.attempts == 2 and len(result.errors) == 1
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    assert result.return_value == "done"
+    assert result.attempts == 2
+    assert len(result.errors) == 1
     assert result.last_attempted_at > result.started_at
 
 
@@ -53,11 +59,13 @@ def test_a_run_gives_up_after_the_backends_max_retries() -> None:
         make_due()
     assert drain().received == 0
     result.refresh()
-    assert result.status == TaskResultStatus.FAILED and result.is_finished
-    assert len(result.errors) == 3 and result.attempts == 3
+    assert result.status == TaskResultStatus.FAILED
+    assert result.is_finished
+    assert len(result.errors) == 3
+    assert result.attempts == 3
     assert result.finished_at is not None
     with pytest.raises(ValueError, match="failed"):
-        result.return_value
+        _ = result.return_value
     assert [call[0] for call in jobs.calls] == ["always_fails"] * 3
 
 
@@ -65,7 +73,8 @@ def test_a_tasks_own_max_retries_overrides_the_backends() -> None:
     result = jobs.fails_once_for_good.enqueue()
     drain()
     result.refresh()
-    assert result.status == TaskResultStatus.FAILED and result.attempts == 1
+    assert result.status == TaskResultStatus.FAILED
+    assert result.attempts == 1
 
 
 def test_run_after_holds_the_run_until_then_even_past_twelve_hours() -> None:
@@ -80,7 +89,8 @@ def test_run_after_holds_the_run_until_then_even_past_twelve_hours() -> None:
     drain()
     assert jobs.calls == []
     [(_body, _priority, visible_at, _error, attempts)] = message_rows()
-    assert attempts == 0 and visible_at > timezone.now() + timedelta(hours=11)
+    assert attempts == 0
+    assert visible_at > timezone.now() + timedelta(hours=11)
 
 
 def test_remote_queues_carry_long_delays_in_hops_of_their_longest_delay() -> None:
@@ -95,7 +105,8 @@ def test_remote_queues_carry_long_delays_in_hops_of_their_longest_delay() -> Non
     store.clock = lambda: clock[0]
     with override_settings(TASKCLAIM_QUEUES=queues, TASKS=tasks):
         backend = task_backends["default"]
-        assert backend.supports_priority is False and backend.supports_defer is True
+        assert backend.supports_priority is False
+        assert backend.supports_defer is True
         run_after = timezone.now() + timedelta(hours=13)
         result = jobs.add.using(run_after=run_after).enqueue(1, 2)
         [entry] = store.entries.values()
@@ -104,11 +115,13 @@ def test_remote_queues_carry_long_delays_in_hops_of_their_longest_delay() -> Non
         from astral_taskclaim.worker import Worker
 
         stats = Worker("mem", wait=0, burst=True).run()
-        assert stats.received == 1 and jobs.calls == []
+        assert stats.received == 1
+        assert jobs.calls == []
         # Delivered early (the wall clock says 13 h are still ahead): sent
         # again for another 12 hours, as a new message, and not run.
         [again] = store.entries.values()
-        assert again.id != entry.id and again.attempts == 0
+        assert again.id != entry.id
+        assert again.attempts == 0
         assert again.visible_at == 43_200 + 43_200
         assert jobs.add.get_result(result.id).status == TaskResultStatus.READY
         due = jobs.add.using(run_after=timezone.now() - timedelta(seconds=5)).enqueue(3, 4)

@@ -30,7 +30,7 @@ def _nested() -> Any:
         ({"key": 42, "window_seconds": 10}, "key must be a str"),
         ({"key": "", "window_seconds": 10}, "empty"),
         ({"max_retries": -1}, "max_retries"),
-        ({"run_after": datetime(2030, 1, 1)}, "aware"),  # noqa: DTZ001
+        ({"run_after": datetime(2030, 1, 1)}, "aware"),
     ],
 )
 def test_validate_task_refuses_what_the_backend_cannot_do(
@@ -56,9 +56,11 @@ def test_priority_is_refused_on_a_remote_queue() -> None:
             "OPTIONS": {"queue": "mem"},
         }
     }
-    with override_settings(TASKCLAIM_QUEUES=queues, TASKS=tasks):
-        with pytest.raises(InvalidTask, match="priority"):
-            jobs.add.using(priority=5)
+    with (
+        override_settings(TASKCLAIM_QUEUES=queues, TASKS=tasks),
+        pytest.raises(InvalidTask, match="priority"),
+    ):
+        jobs.add.using(priority=5)
 
 
 def test_check_reports_bad_options_and_enqueue_refuses_them() -> None:
@@ -73,7 +75,9 @@ def test_check_reports_bad_options_and_enqueue_refuses_them() -> None:
         messages = task_backends["default"].check()
         texts = " | ".join(str(m.msg) for m in messages)
         assert {m.id for m in messages} == {"astral_taskclaim.E030"}
-        assert "'nope'" in texts and "max_retries" in texts and "'colour'" in texts
+        assert "'nope'" in texts
+        assert "max_retries" in texts
+        assert "'colour'" in texts
         from django.core.exceptions import ImproperlyConfigured
 
         with pytest.raises(ImproperlyConfigured, match="nope"):
@@ -89,7 +93,9 @@ def test_the_framework_runs_the_backends_check() -> None:
             "OPTIONS": {"queue": "nope"},
         }
     }
-    [check_tasks] = [c for c in checks.registry.registry.get_checks() if c.__name__ == "check_tasks"]
+    [check_tasks] = [
+        c for c in checks.registry.registry.get_checks() if c.__name__ == "check_tasks"
+    ]
     with override_settings(TASKS=tasks):
         ids = {message.id for message in check_tasks()}
     assert "astral_taskclaim.E030" in ids
