@@ -31,8 +31,9 @@ from .admin_queries import (
     key_sorts_by_code_point,
     relative_time,
 )
+from .admin_results import TaskResultAdmin
 from .conf import app_settings
-from .models import Claim, QueueMessage
+from .models import Claim, QueueMessage, StoredTaskResult
 
 if TYPE_CHECKING:
     _ClaimAdminBase = admin.ModelAdmin[Claim]
@@ -41,7 +42,7 @@ else:  # ModelAdmin is generic only in the type stubs
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ClaimAdmin", "ClaimStateFilter", "QueueMessageAdmin"]
+__all__ = ["ClaimAdmin", "ClaimStateFilter", "QueueMessageAdmin", "TaskResultAdmin"]
 
 
 class ClaimStateFilter(admin.SimpleListFilter):
@@ -196,3 +197,4 @@ class ClaimAdmin(_ClaimAdminBase):
 
 
 admin.site.register(QueueMessage, QueueMessageAdmin)
+admin.site.register(StoredTaskResult, TaskResultAdmin)

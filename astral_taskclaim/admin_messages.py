@@ -119,7 +119,7 @@ class QueueMessageAdmin(_MessageAdminBase):
     """Browse queued messages by queue and state; run delayed ones now or
     delete them."""
 
-    list_display = ("id", "queue", "claim_key", "attempts", "due", "enqueued_at")
+    list_display = ("id", "queue", "claim_key", "attempts", "due", "last_error", "enqueued_at")
     list_filter = (MessageQueueFilter, MessageStateFilter)
     sortable_by = ("id", "visible_at")
     ordering = ("visible_at", "id")
@@ -128,6 +128,8 @@ class QueueMessageAdmin(_MessageAdminBase):
         "queue",
         "claim_key",
         "attempts",
+        "last_error",
+        "priority",
         "due",
         "visible_at",
         "enqueued_at",

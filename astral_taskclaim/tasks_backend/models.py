@@ -63,3 +63,7 @@ class StoredTaskResult(models.Model):
     def last_error(self) -> dict[str, Any] | None:
         """The latest failed attempt's error, if any."""
         return self.errors[-1] if self.errors else None
+
+
+class RunCancelled(Exception):
+    """The error recorded on a run cancelled from the admin before it ran."""
