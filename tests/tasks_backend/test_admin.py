@@ -37,11 +37,14 @@ def test_the_list_filters_by_status_and_searches_by_id_and_key(staff: Any) -> No
     waiting = jobs.refresh_by_key.enqueue(4)
     url = reverse(CHANGELIST)
     page = client.get(url, {"status": "SUCCESSFUL"}).content.decode()
-    assert done.id in page and waiting.id not in page
+    assert done.id in page
+    assert waiting.id not in page
     page = client.get(url, {"q": "room:4"}).content.decode()
-    assert waiting.id in page and done.id not in page
+    assert waiting.id in page
+    assert done.id not in page
     page = client.get(url, {"q": done.id}).content.decode()
-    assert done.id in page and waiting.id not in page
+    assert done.id in page
+    assert waiting.id not in page
 
 
 def test_the_detail_page_shows_each_errors_traceback_and_the_message_its_last_error(
@@ -53,7 +56,8 @@ def test_the_detail_page_shows_each_errors_traceback_and_the_message_its_last_er
         drain()
     url = reverse("admin:astral_taskclaim_storedtaskresult_change", args=(result.id,))
     page = client.get(url).content.decode()
-    assert "tests.tasks_backend.jobs.Boom" in page and "Traceback" in page
+    assert "tests.tasks_backend.jobs.Boom" in page
+    assert "Traceback" in page
     assert "attempt failed (1 to go)" in page
     messages = client.get(reverse("admin:astral_taskclaim_queuemessage_changelist"))
     assert "Boom: attempt failed (1 to go)" in messages.content.decode()
@@ -73,7 +77,8 @@ def test_cancel_needs_the_change_permission_and_stops_the_run(staff: Any) -> Non
     assert cancelled.status == TaskResultStatus.FAILED
     assert cancelled.errors[-1].exception_class_path.endswith("RunCancelled")
     drain()  # its message is acked without running
-    assert jobs.calls == [] and message_rows() == []
+    assert jobs.calls == []
+    assert message_rows() == []
 
 
 def test_retry_needs_the_add_permission_and_enqueues_a_new_run(staff: Any) -> None:
