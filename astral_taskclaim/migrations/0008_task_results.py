@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import django.contrib.postgres.fields
 from django.db import migrations, models
 
 from astral_taskclaim.operations import RunPackageSQL
@@ -66,15 +65,7 @@ class Migration(migrations.Migration):
                     models.JSONField(blank=True, null=True, verbose_name="return value"),
                 ),
                 ("errors", models.JSONField(default=list, verbose_name="errors")),
-                (
-                    "worker_ids",
-                    django.contrib.postgres.fields.ArrayField(
-                        base_field=models.TextField(),
-                        default=list,
-                        size=None,
-                        verbose_name="worker ids",
-                    ),
-                ),
+                ("worker_ids", models.JSONField(default=list, verbose_name="worker ids")),
                 ("enqueued_at", models.DateTimeField(verbose_name="enqueued at")),
                 (
                     "started_at",

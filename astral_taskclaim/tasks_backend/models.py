@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -38,7 +37,7 @@ class StoredTaskResult(models.Model):
     kwargs = models.JSONField(_("kwargs"), default=dict)
     return_value = models.JSONField(_("return value"), null=True, blank=True)
     errors = models.JSONField(_("errors"), default=list)
-    worker_ids = ArrayField(models.TextField(), verbose_name=_("worker ids"), default=list)
+    worker_ids = models.JSONField(_("worker ids"), default=list)
     enqueued_at = models.DateTimeField(_("enqueued at"))
     started_at = models.DateTimeField(_("started at"), null=True, blank=True)
     last_attempted_at = models.DateTimeField(_("last attempted at"), null=True, blank=True)

@@ -70,7 +70,11 @@ def start(database: str, result_id: str) -> tuple[Any, ...] | None:
     (or was cancelled, or deleted) and must not run again."""
     params = {"id": result_id, "worker_id": worker_id()}
     rows = statements.run(database, "tasks/start.sql", params)
-    return rows[0] if rows else None
+    if not rows:
+        return None
+    *times, worker_ids = rows[0]
+    # Django's connections load jsonb as text, for the ORM to decode.
+    return (*times, json.loads(worker_ids) if isinstance(worker_ids, str) else worker_ids)
 
 
 def succeed(database: str, result_id: str, return_value: Any) -> datetime | None:

@@ -6,7 +6,7 @@ SET status = CASE WHEN %(final)s::boolean THEN 'FAILED' ELSE 'READY' END,
     errors = errors || jsonb_build_array(jsonb_build_object(
       'exception_class_path', %(exception_class_path)s::text,
       'traceback', %(traceback)s::text,
-      'attempt', cardinality(worker_ids),
+      'attempt', jsonb_array_length(worker_ids),
       'at', statement_timestamp(),
       'final', %(final)s::boolean
     ))

@@ -33,7 +33,7 @@ CREATE TABLE taskclaim.task_result
   -- at (ISO time) and final (whether the run gave up there).
   errors            jsonb NOT NULL DEFAULT '[]',
   -- The worker of each attempt, in order: Django's attempts are its length.
-  worker_ids        text[] NOT NULL DEFAULT '{}',
+  worker_ids        jsonb NOT NULL DEFAULT '[]',
   enqueued_at       timestamptz NOT NULL DEFAULT statement_timestamp(),
   started_at        timestamptz,
   last_attempted_at timestamptz,

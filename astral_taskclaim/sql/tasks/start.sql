@@ -3,7 +3,7 @@
 -- run, which is then not run again.
 UPDATE taskclaim.task_result
 SET status = 'RUNNING',
-    worker_ids = array_append(worker_ids, %(worker_id)s::text),
+    worker_ids = worker_ids || jsonb_build_array(%(worker_id)s::text),
     started_at = coalesce(started_at, statement_timestamp()),
     last_attempted_at = statement_timestamp()
 WHERE id = %(id)s::uuid AND status IN ('READY', 'RUNNING')
