@@ -36,10 +36,12 @@ def backend() -> Any:
     return task_backends["default"]
 
 
-def drain(*, batch_size: int = 10) -> WorkerStats:
+def drain(*, batch_size: int = 10, max_messages: int | None = None) -> WorkerStats:
     """Runs the ``default`` queue's due messages in this thread, as
-    ``consume_claimed default --burst`` would."""
-    return Worker("default", batch_size=batch_size, wait=0, burst=True).run()
+    ``consume_claimed default --burst`` would. ``max_messages=1`` stops after
+    one delivery, so a retry that comes due meanwhile waits for the next."""
+    worker = Worker("default", batch_size=batch_size, wait=0, burst=True, max_messages=max_messages)
+    return worker.run()
 
 
 def make_due() -> None:

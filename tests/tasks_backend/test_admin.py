@@ -53,7 +53,7 @@ def test_the_detail_page_shows_each_errors_traceback_and_the_message_its_last_er
     client = staff("view_queuemessage")
     with override_settings(TASKCLAIM_DELAY_SCALE=0.001):
         result = jobs.flaky.enqueue(1)
-        drain()
+        drain(max_messages=1)
     url = reverse("admin:astral_taskclaim_storedtaskresult_change", args=(result.id,))
     page = client.get(url).content.decode()
     assert "tests.tasks_backend.jobs.Boom" in page

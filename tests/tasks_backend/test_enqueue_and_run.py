@@ -98,7 +98,7 @@ def test_a_task_taking_context_sees_its_result_and_attempt() -> None:
 
 def test_an_unserialisable_return_value_fails_the_attempt() -> None:
     result = jobs.returns_unserialisable.using().enqueue()
-    drain()
+    drain(max_messages=1)
     stored = jobs.returns_unserialisable.get_result(result.id)
     assert stored.status == TaskResultStatus.READY  # a retry is due
     assert stored.errors[0].exception_class is TypeError

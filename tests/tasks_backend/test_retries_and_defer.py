@@ -27,7 +27,7 @@ def fast_backoff() -> Any:
 
 def test_a_failed_attempt_is_recorded_and_retried_with_the_error_on_its_message() -> None:
     result = jobs.flaky.enqueue(1)
-    stats = drain()
+    stats = drain(max_messages=1)
     assert stats.retried == 1
     result.refresh()
     assert result.status == TaskResultStatus.READY
@@ -55,7 +55,7 @@ def test_a_failed_attempt_is_recorded_and_retried_with_the_error_on_its_message(
 def test_a_run_gives_up_after_the_backends_max_retries() -> None:
     result = jobs.always_fails.enqueue()
     for _ in range(3):  # the test backend's max_retries is 2: three attempts
-        drain()
+        drain(max_messages=1)
         make_due()
     assert drain().received == 0
     result.refresh()
