@@ -135,7 +135,15 @@ class QueueMessageAdmin(_MessageAdminBase):
     """Browse queued messages by queue and state; run delayed ones now or
     delete them."""
 
-    list_display = ("id", "queue", "claim_key", "attempts", "due", "enqueued_at_shown")
+    list_display = (
+        "id",
+        "queue",
+        "claim_key",
+        "attempts",
+        "due",
+        "last_error",
+        "enqueued_at_shown",
+    )
     list_filter = (MessageQueueFilter, MessageStateFilter)
     sortable_by = ("id", "visible_at")
     ordering = ("visible_at", "id")
@@ -144,6 +152,8 @@ class QueueMessageAdmin(_MessageAdminBase):
         "queue",
         "claim_key",
         "attempts",
+        "last_error",
+        "priority",
         "due",
         "visible_at_shown",
         "enqueued_at_shown",

@@ -40,6 +40,7 @@ from .claims import (
 from .conf import app_settings
 from .envelope import Envelope, parse_body
 from .logtext import printable
+from .queues.base import ReceivedMessage
 from .redaction import redacting_filter
 from .retry import requested_wait_ms, retry_delay_seconds
 
@@ -111,6 +112,7 @@ class _Decision:
     ack: bool
     release: bool = False
     delay_seconds: float = 0
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -192,6 +194,8 @@ def consume_claimed(
             message.ack()
         else:
             message.retry(delay_seconds=decision.delay_seconds)
+            if isinstance(message, ReceivedMessage):
+                message.last_error = decision.error
     return summary
 
 
@@ -232,7 +236,7 @@ def _attempt(
             )
             summary.retried += 1
             summary.retry_delays.append(scaled)
-            return _Decision(ack=False, delay_seconds=scaled)
+            return _Decision(ack=False, delay_seconds=scaled, error=describe_error(error))
         logger.error(
             "%s task %s failed after %d attempt%s",
             *(*shown, attempts, "" if attempts == 1 else "s"),
@@ -243,6 +247,16 @@ def _attempt(
         return _Decision(ack=True, release=True)
     summary.ok += 1
     return _Decision(ack=True)
+
+
+#: Longest error text kept with a queued message.
+MAX_ERROR_CHARS = 2000
+
+
+def describe_error(error: BaseException) -> str:
+    """``ExceptionClass: message``, cut to :data:`MAX_ERROR_CHARS`."""
+    text = f"{type(error).__qualname__}: {error}" if str(error) else type(error).__qualname__
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
 
 
 async def _wait(awaitable: Awaitable[object]) -> None:

@@ -218,5 +218,10 @@ def test_bad_arguments_and_unknown_queues() -> None:
             Worker("jobs", task=task, backend=backend, **options)
     with pytest.raises(ImproperlyConfigured, match="unknown queue 'nope'"):
         Worker("nope", task=task)
-    with pytest.raises(LookupError, match="no claimed task is registered for queue 'default'"):
-        Worker("default")
+    # (Queue "default" carries the test settings' Django Tasks, so it has a task.)
+    spare = {"spare": {"BACKEND": "astral_taskclaim.queues.postgres.PostgresQueue"}}
+    with (
+        override_settings(TASKCLAIM_QUEUES=spare),
+        pytest.raises(LookupError, match="no claimed task is registered for queue 'spare'"),
+    ):
+        Worker("spare")

@@ -266,7 +266,7 @@ class PostgresQueue(BaseQueue):
         waiting consumers for retries due at once: one statement
         (``queue/settle.sql``) whatever the batch, so one round trip."""
         acks: list[tuple[int, str]] = []
-        retries: list[tuple[int, str, float]] = []
+        retries: list[tuple[int, str, float, str | None]] = []
         for message in messages:
             if message.settlement is None:
                 continue
@@ -274,16 +274,17 @@ class PostgresQueue(BaseQueue):
             if message.settlement == "ack":
                 acks.append((id_, lease))
             else:
-                retries.append((id_, lease, float(message.delay_seconds)))
+                retries.append((id_, lease, float(message.delay_seconds), message.last_error))
         if not acks and not retries:
             return
         self._problems.raise_first()
         params = {
             "ack_ids": [id_ for id_, _ in acks],
             "ack_leases": [lease for _, lease in acks],
-            "retry_ids": [id_ for id_, _, _ in retries],
-            "retry_leases": [lease for _, lease, _ in retries],
-            "delays": [delay for _, _, delay in retries],
+            "retry_ids": [retry[0] for retry in retries],
+            "retry_leases": [retry[1] for retry in retries],
+            "delays": [retry[2] for retry in retries],
+            "errors": [retry[3] for retry in retries],
             "channel": self.channel,
         }
         [(settled, _woken)] = statements.run(self.database, "queue/settle.sql", params)
