@@ -5,7 +5,7 @@
 them the same way (the same ``TypeError``/``ValueError``/
 ``ImproperlyConfigured``, raised before anything is written) and run the
 same SQL files. Their statements run natively on the event loop, on
-connections of their own (:mod:`~astral_taskclaim.aio_pool`), so many
+connections of their own (:mod:`~astral_taskclaim.db.aio_pool`), so many
 requests claim at once: no ``SynchronousOnlyOperation``, and no thread that
 every request has to queue for.
 
@@ -42,8 +42,8 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db import connections, transaction
 
-from .aio_pool import aclose_pools, pool
 from .claims import Sender, in_transaction, resolve_alias, sends_in_database
+from .db.aio_pool import aclose_pools, pool
 from .envelope import PLACEHOLDER_TOKEN, encode_json, message_body, validate_token
 from .validation import (
     check_configured,

@@ -11,7 +11,7 @@ positions get ``None``, as a trigger inside the window would.
 Keys are claimed in one order (bytewise), so two bulk calls with
 overlapping keys lock rows in the same order and never deadlock each other.
 The statements go through the Django connection of ``using`` (and so join
-its transaction) as prepared statements (:mod:`~astral_taskclaim.statements`)
+its transaction) as prepared statements (:mod:`~astral_taskclaim.db.statements`)
 whose arrays travel in PostgreSQL's binary format: a thousand keys are one
 length-prefixed array, with no quoting to do or undo.
 """
@@ -26,8 +26,8 @@ from typing import Any
 
 from django.db import DatabaseError, connections, transaction
 
-from . import statements
 from .claims import discard_broken_connection, in_transaction, resolve_alias, sends_in_database
+from .db import statements
 from .envelope import PLACEHOLDER_TOKEN, body_writer, encode_json, message_body
 from .queues.base import PartlySentError
 from .redaction import redacting_filter

@@ -43,9 +43,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import roles
 from .conf import app_settings
-from .cron import has_cleanup_job
+from .db import roles
+from .db.cron import has_cleanup_job
 from .migrated import advice, missing_tables
 
 MIN_SERVER_VERSION = 140000

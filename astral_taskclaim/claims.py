@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 from django.db import DatabaseError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import statements
+from .db import statements
 from .envelope import PLACEHOLDER_TOKEN, encode_json, message_body, validate_token
 from .logtext import printable
 from .redaction import redacting_filter

@@ -6,8 +6,8 @@ import logging
 
 from django.db import connections, transaction
 
-from . import sqlfiles
 from .claims import resolve_alias
+from .db import sqlfiles
 
 logger = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from . import statements
 from .conf import app_settings
+from .db import statements
 from .migrated import ensure_migrated
 from .queues import QueueError, create_queue
 

@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 
 from django.db import connections, transaction
 
-from . import sqlfiles
 from .claims import resolve_alias
+from .db import sqlfiles
 
 T = TypeVar("T")
 

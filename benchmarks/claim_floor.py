@@ -8,7 +8,7 @@ Target: ``claim_task`` reaches at least 0.90 of the raw rate.
 
 from __future__ import annotations
 
-from astral_taskclaim import sqlfiles
+from astral_taskclaim.db import sqlfiles
 
 from .common import Context, Figure, alternating_rates
 from .report import Row

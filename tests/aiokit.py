@@ -12,7 +12,7 @@ import psycopg
 from django.db import connection
 
 from astral_taskclaim.aio import aclose_connections
-from astral_taskclaim.connections import connection_params
+from astral_taskclaim.db.connections import connection_params
 
 T = TypeVar("T")
 DEADLINE = 30.0

@@ -14,7 +14,7 @@ import pytest
 from django.db import DatabaseError, connection, connections
 from psycopg import sql
 
-from astral_taskclaim.connections import separate_connection
+from astral_taskclaim.db.connections import separate_connection
 from tests.testapp.models import Outbox
 
 

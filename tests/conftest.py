@@ -5,7 +5,7 @@ from collections.abc import Iterator
 import pytest
 from django.db import connection
 
-from astral_taskclaim import cron
+from astral_taskclaim.db import cron
 from astral_taskclaim.tasks_backend import retention
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from astral_taskclaim.admin_chart import HEIGHT, bucket_label, nice_ceiling, timeline_chart
+from astral_taskclaim.admin.chart import HEIGHT, bucket_label, nice_ceiling, timeline_chart
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from django.contrib.admin.utils import quote
 from django.db import connection
 from django.urls import reverse
 
-from astral_taskclaim.admin_messages import queue_names
+from astral_taskclaim.admin.messages import queue_names
 from tests.admin_data import (
     add_message,
     client_for,

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from astral_taskclaim.admin import ClaimAdmin
-from astral_taskclaim.admin_queries import (
+from astral_taskclaim.admin.queries import (
     Count,
     EstimatedCountPaginator,
     estimated_count,
@@ -124,7 +124,9 @@ def test_linguistic_fallback_is_literal_too(term):
 def test_admin_falls_back_and_logs_without_code_point_order(monkeypatch, caplog, admin_user):
     add_claim("a%b", seconds=60)
     add_claim("ab", seconds=60)
-    monkeypatch.setattr("astral_taskclaim.admin.key_sorts_by_code_point", lambda using: False)
+    monkeypatch.setattr(
+        "astral_taskclaim.admin.claims.key_sorts_by_code_point", lambda using: False
+    )
     request = RequestFactory().get("/")
     request.user = admin_user
     model_admin = ClaimAdmin(Claim, AdminSite())

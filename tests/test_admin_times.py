@@ -13,7 +13,7 @@ from django.db import connection
 from django.test import Client, override_settings
 from django.urls import reverse
 
-from astral_taskclaim.admin_times import relative_or_never
+from astral_taskclaim.admin.times import relative_or_never
 from tests.admin_data import add_claim, add_message, claim_keys, envelope, seconds_until_visible
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from astral_taskclaim.admin_views import claim_timeline, message_timeline
+from astral_taskclaim.admin.views import claim_timeline, message_timeline
 from tests.admin_data import (
     add_claim,
     add_claims,

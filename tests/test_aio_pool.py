@@ -11,7 +11,7 @@ from django.db import connection
 from django.test import override_settings
 
 from astral_taskclaim import aclaim_task
-from astral_taskclaim.aio_pool import AsyncPool, pool
+from astral_taskclaim.db.aio_pool import AsyncPool, pool
 from tests.aiokit import key_locked, run, waiting_behind
 from tests.claimkit import (
     claims,

@@ -11,7 +11,8 @@ from django.core.management.base import SystemCheckError
 from django.db import connection
 from django.test import override_settings
 
-from astral_taskclaim import checks, cron
+from astral_taskclaim import checks
+from astral_taskclaim.db import cron
 from astral_taskclaim.tasks import registry
 
 pytestmark = pytest.mark.django_db

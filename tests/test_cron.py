@@ -1,4 +1,4 @@
-"""astral_taskclaim.cron where pg_cron runs in the app's own database.
+"""astral_taskclaim.db.cron where pg_cron runs in the app's own database.
 
 The suite's database is never pg_cron's (``cron.database_name`` names one
 database per server, and the test database is created afresh), so the
@@ -16,7 +16,7 @@ import pytest
 from django.db import connection, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from astral_taskclaim import cron
+from astral_taskclaim.db import cron
 
 pytestmark = pytest.mark.django_db
 

@@ -12,9 +12,9 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from astral_taskclaim import sqlfiles
-from astral_taskclaim.connections import separate_connection
-from astral_taskclaim.cron import JOB_SCHEDULE, job_command, job_name
+from astral_taskclaim.db import sqlfiles
+from astral_taskclaim.db.connections import separate_connection
+from astral_taskclaim.db.cron import JOB_SCHEDULE, job_command, job_name
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

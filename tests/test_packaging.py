@@ -17,7 +17,7 @@ from urllib.parse import quote
 import pytest
 from django.db import connection
 
-from astral_taskclaim import sqlfiles
+from astral_taskclaim.db import sqlfiles
 
 ROOT = Path(__file__).resolve().parent.parent
 DATABASE = "taskclaim_wheel_check"
@@ -43,7 +43,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_wheel_ships_sql_templates_static_and_types(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {f"astral_taskclaim/sql/{path}" for path in sqlfiles.all_paths()} <= names
+    shipped = {f"astral_taskclaim/{sqlfiles.package_path(p)}" for p in sqlfiles.all_paths()}
+    assert shipped <= names
     assert "astral_taskclaim/py.typed" in names
     assert any(n.startswith("astral_taskclaim/templates/admin/") for n in names)
     assert any(n.startswith("astral_taskclaim/static/astral_taskclaim/") for n in names)

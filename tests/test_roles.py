@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.test import override_settings
 
-from astral_taskclaim.connections import separate_connection
+from astral_taskclaim.db.connections import separate_connection
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -17,7 +17,8 @@ from django.db import (
 from django.db.transaction import TransactionManagementError
 from django.test.utils import CaptureQueriesContext, override_settings
 
-from astral_taskclaim import claim_task, hold_task, release_task, statements
+from astral_taskclaim import claim_task, hold_task, release_task
+from astral_taskclaim.db import statements
 from tests.claimkit import (
     claims,
     django_pid,

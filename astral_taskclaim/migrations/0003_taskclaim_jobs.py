@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.db import migrations
 
-from astral_taskclaim.operations import ScheduleCleanupJob
+from astral_taskclaim.db.operations import ScheduleCleanupJob
 
 
 class Migration(migrations.Migration):

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.db import migrations, models
 
-from astral_taskclaim.operations import RunPackageSQL
+from astral_taskclaim.db.operations import RunPackageSQL
 from astral_taskclaim.tasks_backend.retention import ScheduleResultsCleanup
 
 

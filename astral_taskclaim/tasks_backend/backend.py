@@ -30,8 +30,8 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, transaction
 
-from .. import statements
 from ..claims import enqueue_claimed, in_transaction, sends_in_database
+from ..db import statements
 from ..envelope import message_body
 from ..queues import BaseQueue, queues
 from ..queues.postgres import PostgresQueue

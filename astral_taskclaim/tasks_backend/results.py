@@ -21,7 +21,7 @@ from typing import Any
 from django.utils.dateparse import parse_datetime
 from django.utils.module_loading import import_string
 
-from .. import statements
+from ..db import statements
 from .compat import (
     Task,
     TaskError,

@@ -21,9 +21,9 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.state import ProjectState
 
-from .. import sqlfiles
 from ..conf import app_settings
-from ..connections import separate_connection
+from ..db import sqlfiles
+from ..db.connections import separate_connection
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from .. import statements
+from ..db import statements
 from ..queues import BaseQueue
 from .results import compact_json
 

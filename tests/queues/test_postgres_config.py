@@ -12,7 +12,7 @@ from django.db import DatabaseError, connection, transaction
 from django.test import override_settings
 from psycopg import sql
 
-from astral_taskclaim import sqlfiles
+from astral_taskclaim.db import sqlfiles
 from astral_taskclaim.queues import create_queue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.claimkit import raw_connection

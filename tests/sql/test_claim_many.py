@@ -16,8 +16,8 @@ import pytest
 from django.db import OperationalError, connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
-from astral_taskclaim import sqlfiles
 from astral_taskclaim.bulk import claim_tasks
+from astral_taskclaim.db import sqlfiles
 from astral_taskclaim.testing import HeldTransaction, hold_transaction
 from tests.claimkit import (
     claims,

@@ -7,7 +7,7 @@ import re
 import pytest
 from django.db import NotSupportedError, connection, transaction
 
-from astral_taskclaim import sqlfiles
+from astral_taskclaim.db import sqlfiles
 
 pytestmark = pytest.mark.django_db
 

@@ -17,6 +17,8 @@ from importlib.resources import files
 
 import psycopg
 
+from astral_taskclaim.db import sqlfiles
+
 _CODE_POINTS = """
     SELECT cp,
            lower(chr(cp) COLLATE pg_c_utf8) AS lowered,
@@ -94,7 +96,8 @@ COMMENT ON FUNCTION slug.slug(text)
 
 
 def fallback_path() -> str:
-    return str(files("astral_taskclaim") / "sql" / "slug" / "schema_fallback.sql")
+    path = sqlfiles.package_path("slug/schema_fallback.sql")
+    return str(files("astral_taskclaim").joinpath(*path.split("/")))
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
-from ... import cron
 from ...conf import app_settings
+from ...db import cron
 from ...maintenance import delete_expired
 from ...migrated import NotMigratedError
 

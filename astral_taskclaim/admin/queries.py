@@ -21,7 +21,7 @@ from django.db import connections
 from django.db.models import Q, QuerySet
 from django.utils.translation import gettext
 
-from . import sqlfiles
+from ..db import sqlfiles
 
 if TYPE_CHECKING:
     _PaginatorBase = Paginator[Any]

@@ -27,15 +27,15 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from . import sqlfiles
-from .admin_queries import (
+from ..conf import app_settings
+from ..db import sqlfiles
+from ..models import QueueMessage
+from .queries import (
     EXACT_COUNT_LIMIT,
     EstimatedCountPaginator,
     estimated_count,
 )
-from .admin_times import relative_or_never, seconds_from_now, shown_time, with_safe_times
-from .conf import app_settings
-from .models import QueueMessage
+from .times import relative_or_never, seconds_from_now, shown_time, with_safe_times
 
 if TYPE_CHECKING:
     _MessageAdminBase = admin.ModelAdmin[QueueMessage]
@@ -56,7 +56,7 @@ _UNREADABLE = object()
 def queue_names(using: str) -> list[str]:
     """The queue names that have messages, in order (an index hop per name)."""
     with connections[using].cursor() as cursor:
-        cursor.execute(sqlfiles.read("admin/message_queues.sql"))
+        cursor.execute(sqlfiles.read("queue/message_queues.sql"))
         return [row[0] for row in cursor.fetchall()]
 
 
@@ -276,7 +276,7 @@ class QueueMessageAdmin(_MessageAdminBase):
         made_visible = 0
         with transaction.atomic(using=database), connections[database].cursor() as cursor:
             for chunk in _chunks(ids, _RUN_NOW_CHUNK):
-                cursor.execute(sqlfiles.read("admin/run_now.sql"), {"ids": chunk})
+                cursor.execute(sqlfiles.read("queue/run_now.sql"), {"ids": chunk})
                 made_visible += sum(row[1] for row in cursor.fetchall())
         logger.info(
             "admin made %d messages visible",

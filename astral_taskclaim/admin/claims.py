@@ -1,8 +1,8 @@
-"""The Django admin for claims (and, through :mod:`.admin_messages`, the
+"""The Django admin for claims (and, through :mod:`.messages`, the
 PostgreSQL queue's messages).
 
 Built for tables of millions of rows: key search is a primary-key range,
-counts are estimated above :data:`~.admin_queries.EXACT_COUNT_LIMIT`, and
+counts are estimated above :data:`~.queries.EXACT_COUNT_LIMIT`, and
 no page runs a full ``COUNT(*)``. Claims are read-only; releasing claims
 and deleting expired ones need the ``delete_claim`` permission.
 """
@@ -22,17 +22,15 @@ from django.urls import URLPattern, path
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from . import admin_views
-from .admin_messages import QueueMessageAdmin
-from .admin_queries import (
+from ..conf import app_settings
+from ..models import Claim
+from . import views
+from .queries import (
     EstimatedCountPaginator,
     key_search,
     key_sorts_by_code_point,
 )
-from .admin_results import TaskResultAdmin
-from .admin_times import relative_or_never, seconds_from_now, shown_time, with_safe_times
-from .conf import app_settings
-from .models import Claim, QueueMessage, StoredTaskResult
+from .times import relative_or_never, seconds_from_now, shown_time, with_safe_times
 
 if TYPE_CHECKING:
     _ClaimAdminBase = admin.ModelAdmin[Claim]
@@ -41,7 +39,7 @@ else:  # ModelAdmin is generic only in the type stubs
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ClaimAdmin", "ClaimStateFilter", "QueueMessageAdmin", "TaskResultAdmin"]
+__all__ = ["ClaimAdmin", "ClaimStateFilter"]
 
 
 class ClaimStateFilter(admin.SimpleListFilter):
@@ -62,7 +60,6 @@ class ClaimStateFilter(admin.SimpleListFilter):
         return queryset
 
 
-@admin.register(Claim)
 class ClaimAdmin(_ClaimAdminBase):
     """Browse and search claims; release them or delete the expired ones."""
 
@@ -190,11 +187,11 @@ class ClaimAdmin(_ClaimAdminBase):
 
     def overview_view(self, request: HttpRequest) -> HttpResponse:
         """Counts of claims and messages and the expiry chart."""
-        return admin_views.overview(request, claim_admin=self)
+        return views.overview(request, claim_admin=self)
 
     def delete_expired_view(self, request: HttpRequest) -> HttpResponse:
         """Confirms, then deletes every expired claim (``delete_claim``)."""
-        return admin_views.delete_expired(request, claim_admin=self)
+        return views.delete_expired(request, claim_admin=self)
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -204,7 +201,3 @@ class ClaimAdmin(_ClaimAdminBase):
             **(extra_context or {}),
         }
         return super().changelist_view(request, extra_context=context)
-
-
-admin.site.register(QueueMessage, QueueMessageAdmin)
-admin.site.register(StoredTaskResult, TaskResultAdmin)

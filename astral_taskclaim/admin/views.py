@@ -1,7 +1,7 @@
 """Admin pages beyond the changelists: the overview (counts and a chart of
 what comes due over the next hours) and "delete expired claims".
 
-Both are served through :class:`~.admin.ClaimAdmin`'s ``get_urls``, so a
+Both are served through :class:`~.claims.ClaimAdmin`'s ``get_urls``, so a
 project's URLconf needs nothing beyond ``admin.site.urls``.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -20,15 +20,12 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from . import sqlfiles
-from .admin_chart import timeline_chart
-from .admin_messages import queue_names
-from .admin_queries import Count, estimated_count
-from .conf import app_settings
-from .models import Claim, QueueMessage
-
-if TYPE_CHECKING:
-    from .admin import ClaimAdmin
+from ..conf import app_settings
+from ..db import sqlfiles
+from ..models import Claim, QueueMessage
+from .chart import timeline_chart
+from .messages import queue_names
+from .queries import Count, estimated_count
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +91,7 @@ def _message_admin(site: admin.AdminSite, request: HttpRequest) -> admin.ModelAd
     return model_admin if model_admin.has_view_permission(request) else None
 
 
-def overview(request: HttpRequest, *, claim_admin: ClaimAdmin) -> HttpResponse:
+def overview(request: HttpRequest, *, claim_admin: admin.ModelAdmin[Claim]) -> HttpResponse:
     """The overview page: claim and message counts and the due-times chart.
     Needs view permission on claims; message figures also need it on
     queue messages."""
@@ -124,7 +121,7 @@ def overview(request: HttpRequest, *, claim_admin: ClaimAdmin) -> HttpResponse:
     return TemplateResponse(request, "admin/astral_taskclaim/overview.html", context)
 
 
-def delete_expired(request: HttpRequest, *, claim_admin: ClaimAdmin) -> HttpResponse:
+def delete_expired(request: HttpRequest, *, claim_admin: admin.ModelAdmin[Claim]) -> HttpResponse:
     """GET: how many claims have expired and a button; POST: deletes them
     all in one statement. Needs the ``delete_claim`` permission."""
     if not claim_admin.has_delete_permission(request):

@@ -7,7 +7,7 @@ are blocking, and using one on an event loop raises
 ``sync_to_async`` would run them all on one thread, one at a time. Instead
 each event loop gets small pools of its own connections, made with the
 connection parameters Django uses for the alias
-(:func:`~astral_taskclaim.connections.connection_params`, plus the alias's
+(:func:`~astral_taskclaim.db.connections.connection_params`, plus the alias's
 ``assume_role`` and ``isolation_level`` options), in autocommit: a claim
 write commits as soon as its statement ends, as the sync functions do
 outside a transaction.
@@ -40,8 +40,8 @@ from django.db import connections
 from psycopg import IsolationLevel, sql
 from psycopg.pq import TransactionStatus
 
+from ..conf import app_settings
 from . import sqlfiles
-from .conf import app_settings
 from .connections import connection_params
 from .statements import may_prepare
 

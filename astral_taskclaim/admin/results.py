@@ -21,9 +21,9 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from .conf import app_settings
-from .tasks_backend.models import RunCancelled, StoredTaskResult
-from .tasks_backend.results import compact_json
+from ..conf import app_settings
+from ..tasks_backend.models import RunCancelled, StoredTaskResult
+from ..tasks_backend.results import compact_json
 
 if TYPE_CHECKING:
     _ResultAdminBase = admin.ModelAdmin[StoredTaskResult]
@@ -134,7 +134,7 @@ class TaskResultAdmin(_ResultAdminBase):
     @admin.action(description=_("Retry selected failed runs"), permissions=("retry",))
     def retry_runs(self, request: HttpRequest, queryset: QuerySet[StoredTaskResult]) -> None:
         """Enqueues each failed run's task again with its arguments."""
-        from .tasks_backend.results import load_task
+        from ..tasks_backend.results import load_task
 
         retried = 0
         for row in queryset.filter(status="FAILED"):

@@ -1,7 +1,7 @@
 """Migration operations that run the app's packaged SQL.
 
 :class:`RunPackageSQL` is a :class:`~django.db.migrations.RunSQL` whose SQL
-comes from ``astral_taskclaim/sql`` when the migration runs (not when it is
+comes from the packaged SQL files (:mod:`.sqlfiles`) when the migration runs (not when it is
 imported), so the ``TASKCLAIM_*_ROLE`` settings and the server version are
 taken into account. :class:`ScheduleCleanupJob` schedules pg_cron's
 ``taskclaim-ttl`` job where pg_cron allows it.
@@ -15,8 +15,8 @@ from django.db import migrations
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.state import ProjectState
 
+from ..conf import app_settings
 from . import roles, sqlfiles
-from .conf import app_settings
 
 
 class RunPackageSQL(migrations.RunSQL):
@@ -54,7 +54,7 @@ class RunPackageSQL(migrations.RunSQL):
         return (self.__class__.__qualname__, (self.forward,), kwargs)
 
     def describe(self) -> str:
-        return f"Run astral_taskclaim/sql/{self.forward}"
+        return f"Run astral_taskclaim/{sqlfiles.package_path(self.forward)}"
 
     def database_forwards(
         self,

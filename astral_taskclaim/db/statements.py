@@ -35,9 +35,9 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from psycopg.abc import Params
 
+from ..conf import app_settings
+from ..migrated import explains_missing_tables
 from . import sqlfiles
-from .conf import app_settings
-from .migrated import explains_missing_tables
 
 __all__ = ["configured_alias", "may_prepare", "run"]
 

@@ -56,14 +56,14 @@ from django.core import checks
 from django.db import DatabaseError, DataError, IntegrityError, connections, transaction
 from psycopg import sql
 
-from .. import sqlfiles, statements
-from ..conf import app_settings
-from ..connections import separate_connection
-from ..logtext import printable
-from ..migrated import explains_missing_tables
-from . import arguments
-from .base import MAX_DELAY_SECONDS, BaseQueue, MessageBatch, QueueStatus, ReceivedMessage
-from .local_options import OptionProblems
+from ...conf import app_settings
+from ...db import sqlfiles, statements
+from ...db.connections import separate_connection
+from ...logtext import printable
+from ...migrated import explains_missing_tables
+from .. import arguments
+from ..base import MAX_DELAY_SECONDS, BaseQueue, MessageBatch, QueueStatus, ReceivedMessage
+from ..local_options import OptionProblems
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,23 @@
+"""The Django admin of astral_taskclaim, registered on ``admin.site``.
+
+One ``ModelAdmin`` per table: claims (:mod:`.claims`, with the overview and
+"delete expired claims" pages of :mod:`.views`), the PostgreSQL queue's
+messages (:mod:`.messages`) and stored task results (:mod:`.results`).
+:mod:`.queries` and :mod:`.times` hold what they share: estimated counts,
+key search and how times are shown.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from ..models import Claim, QueueMessage, StoredTaskResult
+from .claims import ClaimAdmin, ClaimStateFilter
+from .messages import QueueMessageAdmin
+from .results import TaskResultAdmin
+
+__all__ = ["ClaimAdmin", "ClaimStateFilter", "QueueMessageAdmin", "TaskResultAdmin"]
+
+admin.site.register(Claim, ClaimAdmin)
+admin.site.register(QueueMessage, QueueMessageAdmin)
+admin.site.register(StoredTaskResult, TaskResultAdmin)
