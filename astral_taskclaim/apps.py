@@ -11,6 +11,8 @@ class TaskClaimConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # Imported here, not at the top: these modules use the models and
+        # settings, which Django loads after it has imported this AppConfig.
         from . import checks  # noqa: F401  (registers the system checks)
         from .functions import register_lookups
 

@@ -29,7 +29,7 @@ from django.db import DatabaseError, connections, transaction
 from .claims import discard_broken_connection, in_transaction, resolve_alias, sends_in_database
 from .db import statements
 from .envelope import PLACEHOLDER_TOKEN, body_writer, encode_json, message_body
-from .queues.base import PartlySentError
+from .queues.base import BaseQueue, PartlySentError
 from .redaction import redacting_filter
 from .validation import (
     check_configured,
@@ -194,8 +194,6 @@ def _bodies_in_database(
     :func:`~astral_taskclaim.envelope.body_writer` from the task JSON
     validation made (valid Unicode, so it always encodes): byte for byte
     what ``encode`` gives for the body."""
-    from .queues.base import BaseQueue
-
     write = body_writer(window_seconds) if type(queue).encode is BaseQueue.encode else None
     tokens = iter(fresh_tokens(len(pairs)))
     first: dict[str, tuple[str, str]] = {}

@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from django.apps import apps
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections
@@ -46,7 +47,11 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from .conf import app_settings
 from .db import roles
 from .db.cron import has_cleanup_job
+from .fields import DbSlugField
+from .functions import Slug
 from .migrated import advice, missing_tables
+from .queues import create_queue
+from .tasks import registry
 
 MIN_SERVER_VERSION = 140000
 NATIVE_SLUG_VERSION = 170000
@@ -84,10 +89,6 @@ def check_settings(**kwargs: Any) -> list[checks.CheckMessage]:
 def uses_slug_function() -> bool:
     """Whether an installed model computes ``slug.slug`` in the database: a
     ``DbSlugField``, or a ``Slug`` expression in an index or constraint."""
-    from django.apps import apps
-
-    from .fields import DbSlugField
-    from .functions import Slug
 
     def has_slug(expression: Any) -> bool:
         if isinstance(expression, Slug):
@@ -132,8 +133,6 @@ def version_messages(server_version: int, *, uses_slug: bool = True) -> list[che
 @checks.register()
 def check_task_queues(**kwargs: Any) -> list[checks.CheckMessage]:
     """E031 for a claimed task whose queue ``TASKCLAIM_QUEUES`` lacks."""
-    from .tasks import registry
-
     try:
         configured = list(app_settings.QUEUES)
     except ImproperlyConfigured:
@@ -161,8 +160,6 @@ def _ask(connection: BaseDatabaseWrapper, query: str) -> Any:
 @checks.register()
 def check_queues(**kwargs: Any) -> list[checks.CheckMessage]:
     """E010 for a queue that cannot be loaded, then each backend's ``check()``."""
-    from .queues import create_queue
-
     try:
         aliases = list(app_settings.QUEUES)
     except ImproperlyConfigured:

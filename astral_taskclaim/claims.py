@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
+from typing import Any, Protocol, TypeGuard
 
 from django.db import DatabaseError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -26,6 +26,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from .db import statements
 from .envelope import PLACEHOLDER_TOKEN, encode_json, message_body, validate_token
 from .logtext import printable
+from .queues.postgres import PostgresQueue
 from .redaction import redacting_filter
 from .validation import (
     check_configured,
@@ -34,9 +35,6 @@ from .validation import (
     validate_seconds,
     validate_window,
 )
-
-if TYPE_CHECKING:
-    from .queues.postgres import PostgresQueue
 
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
@@ -226,8 +224,6 @@ def sends_in_database(queue: object, alias: str, method: str) -> TypeGuard[Postg
     ``method`` (``"send"`` or ``"send_many"``) is the stock one, so a
     statement can insert its messages together with their claims. A
     subclass that overrides the method keeps it: it is called as usual."""
-    from .queues.postgres import PostgresQueue
-
     return (
         isinstance(queue, PostgresQueue)
         and queue.database == alias

@@ -56,6 +56,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
         'pip install "astral-taskclaim[prometheus]"'
     ) from error
 
+from .conf import app_settings
 from .queues import QueueError
 from .status import claim_counts, queue_status
 
@@ -187,8 +188,6 @@ def serve(registry: CollectorRegistry, port: int, address: str = "0.0.0.0") -> A
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
     """Every queue's depth and the claims, in Prometheus' text format."""
-    from .conf import app_settings
-
     registry = CollectorRegistry(auto_describe=True)
     registry.register(QueueCollector(list(app_settings.QUEUES)))
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

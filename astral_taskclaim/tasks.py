@@ -26,15 +26,16 @@ import functools
 import math
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar, overload
 
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import autodiscover_modules
 
+from .aio import aenqueue_claimed
+from .claims import enqueue_claimed
+from .consume import ConsumeSummary, consume_claimed
+from .queues import MessageBatch, queues
 from .validation import validate_window
-
-if TYPE_CHECKING:
-    from .consume import ConsumeSummary
-    from .queues import MessageBatch
 
 T = TypeVar("T")
 
@@ -142,9 +143,6 @@ class ClaimedTask(Generic[T]):
         """``enqueue_claimed(queues[self.queue], key, task, ...)``: the claim
         token, or ``None`` while a claim holds ``key``. ``window_seconds``
         defaults to the task's."""
-        from .claims import enqueue_claimed
-        from .queues import queues
-
         window = self._window(window_seconds, "enqueue")
         return enqueue_claimed(queues[self.queue], key, task, window_seconds=window, using=using)
 
@@ -158,9 +156,6 @@ class ClaimedTask(Generic[T]):
     ) -> str | None:
         """:meth:`enqueue` for async code: ``aenqueue_claimed(queues[self.queue],
         key, task, ...)``, which commits on its own (never in a transaction)."""
-        from .aio import aenqueue_claimed
-        from .queues import queues
-
         window = self._window(window_seconds, "aenqueue")
         return await aenqueue_claimed(
             queues[self.queue], key, task, window_seconds=window, using=using
@@ -176,8 +171,6 @@ class ClaimedTask(Generic[T]):
 
     def consume(self, batch: MessageBatch, *, using: str | None = None) -> ConsumeSummary:
         """Runs ``batch`` through ``consume_claimed`` with this task's options."""
-        from .consume import consume_claimed
-
         return consume_claimed(
             batch,
             parse=self.parse,
@@ -294,6 +287,4 @@ claimed_task = registry.task
 
 def autodiscover() -> None:
     """Imports every installed app's ``tasks`` module (done at start-up)."""
-    from django.utils.module_loading import autodiscover_modules
-
     autodiscover_modules("tasks")

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.db.models import Q, QuerySet
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Now
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -23,7 +25,7 @@ from django.utils.translation import ngettext
 
 from ..conf import app_settings
 from ..tasks_backend.models import RunCancelled, StoredTaskResult
-from ..tasks_backend.results import compact_json
+from ..tasks_backend.results import compact_json, load_task
 
 if TYPE_CHECKING:
     _ResultAdminBase = admin.ModelAdmin[StoredTaskResult]
@@ -134,8 +136,6 @@ class TaskResultAdmin(_ResultAdminBase):
     @admin.action(description=_("Retry selected failed runs"), permissions=("retry",))
     def retry_runs(self, request: HttpRequest, queryset: QuerySet[StoredTaskResult]) -> None:
         """Enqueues each failed run's task again with its arguments."""
-        from ..tasks_backend.results import load_task
-
         retried = 0
         for row in queryset.filter(status="FAILED"):
             try:
@@ -159,9 +159,6 @@ class TaskResultAdmin(_ResultAdminBase):
     @admin.action(description=_("Cancel selected ready runs"), permissions=("cancel",))
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet[StoredTaskResult]) -> None:
         """Marks ready runs failed, so workers ack their messages unrun."""
-        from django.db.models.expressions import RawSQL
-        from django.db.models.functions import Now
-
         error = {
             "exception_class_path": CANCELLED,
             "traceback": f"{RunCancelled.__name__}: cancelled by {request.user} in the admin\n",

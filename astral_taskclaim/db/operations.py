@@ -16,7 +16,7 @@ from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.state import ProjectState
 
 from ..conf import app_settings
-from . import roles, sqlfiles
+from . import cron, roles, sqlfiles
 
 
 class RunPackageSQL(migrations.RunSQL):
@@ -122,8 +122,6 @@ class ScheduleCleanupJob(migrations.RunSQL):
     ) -> None:
         if schema_editor.connection.alias != app_settings.DATABASE:
             return
-        from . import cron
-
         cron.schedule(schema_editor)
 
     def database_backwards(
@@ -135,6 +133,4 @@ class ScheduleCleanupJob(migrations.RunSQL):
     ) -> None:
         if schema_editor.connection.alias != app_settings.DATABASE:
             return
-        from . import cron
-
         cron.unschedule(schema_editor)

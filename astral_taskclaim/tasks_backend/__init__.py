@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
+from django.utils.module_loading import import_string
+
 if TYPE_CHECKING:
     from .backend import ClaimTaskBackend
     from .task import ClaimTask
@@ -18,6 +21,7 @@ __all__ = ["ClaimTask", "ClaimTaskBackend"]
 
 
 def __getattr__(name: str) -> Any:
+    # Imported on first use: both need Django's Tasks framework (optional).
     if name == "ClaimTaskBackend":
         from .backend import ClaimTaskBackend
 
@@ -33,9 +37,6 @@ def connect_backends() -> None:
     """Creates every ``TASKS`` backend that is a :class:`ClaimTaskBackend`,
     so each registers the runner of its queues before a worker asks for it
     (called when the app is ready)."""
-    from django.conf import settings
-    from django.utils.module_loading import import_string
-
     configured = getattr(settings, "TASKS", None)
     if not isinstance(configured, dict):
         return

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from contextlib import nullcontext
 from datetime import datetime
 from typing import Any
 
@@ -31,6 +32,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, transaction
 
 from ..claims import enqueue_claimed, in_transaction, sends_in_database
+from ..conf import app_settings
 from ..db import statements
 from ..envelope import message_body
 from ..queues import BaseQueue, queues
@@ -107,8 +109,6 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
         )
 
     def _option_alias(self, label: str, value: object) -> str:
-        from ..conf import app_settings
-
         if not isinstance(value, str) or value not in app_settings.QUEUES:
             known = ", ".join(sorted(app_settings.QUEUES)) or "none"
             self._problem(
@@ -266,8 +266,6 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
 
 
 def _savepoint_if_in_transaction(database: str) -> Any:
-    from contextlib import nullcontext
-
     if in_transaction(connections[database]):
         return transaction.atomic(using=database)
     return nullcontext()

