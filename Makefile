@@ -20,11 +20,12 @@ STAMP := $(VENV)/.installed-test
 # starting a server.
 TYPECHECK_ENV := DATABASE_URL=postgres://localhost/typecheck
 
-.PHONY: help venv test lint typecheck pytest demo serve bench stress docs dist clean
+.PHONY: help venv test test-fast lint typecheck pytest demo serve bench stress docs dist clean
 
 help:
 	@echo "make demo   run the main job on an embedded PostgreSQL"
 	@echo "make test   lint, type-check and run the test suite"
+	@echo "make test-fast   the quick tier: memory queue, no database (seconds)"
 	@echo "make bench  run the benchmarks"
 	@echo "make docs   build the documentation"
 	@echo "make dist   build the sdist and wheel"
@@ -44,6 +45,9 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(TYPECHECK_ENV) $(BIN)/mypy
+
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -m fast $(PYTEST_ARGS)
 
 pytest: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)

@@ -10,8 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-import pytest
-from django.db import DatabaseError, connection, connections
+from django.db import DatabaseError, connection, connections, transaction
 from psycopg import sql
 
 from astral_taskclaim.db.connections import separate_connection
@@ -40,17 +39,27 @@ def insert_claim(key: str, *, seconds: float, token: str | None = None) -> str:
     return token
 
 
-@pytest.fixture
-def empty_claims() -> Iterator[None]:
-    """An empty claim table before and after the test (transactional tests
-    do not flush the unmanaged table)."""
+def lock_row(key: str, *, delete: bool = False) -> Callable[[Callable[[], None]], None]:
+    """A ``hold_transaction`` body locking ``key``'s row (and deleting it,
+    as ``taskclaim_delete_expired`` does, when ``delete``)."""
+
+    def body(hold: Callable[[], None]) -> None:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT 1 FROM taskclaim.claim WHERE key = %s FOR UPDATE", [key])
+            if delete:
+                cursor.execute("DELETE FROM taskclaim.claim WHERE key = %s", [key])
+            hold()
+
+    return body
+
+
+def blocking_pids(pid: int) -> list[int]:
+    """The backends whose locks backend ``pid`` waits for."""
     with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE taskclaim.claim")
-    yield
-    if not connection.in_atomic_block:
-        connection.close_if_unusable_or_obsolete()  # a test may have broken it
-    with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE taskclaim.claim")
+        cursor.execute("SELECT pg_blocking_pids(%s)", [pid])
+        row = cursor.fetchone()
+    assert row is not None
+    return list(row[0])
 
 
 def raw_connection() -> psycopg.Connection[Any]:

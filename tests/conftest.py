@@ -1,12 +1,42 @@
+"""Fixtures shared by the whole suite: the server version, an empty claim
+table, and the local Cloudflare Queues and moto SQS servers."""
+
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from django.db import connection
 
 from astral_taskclaim.db import cron
 from astral_taskclaim.tasks_backend import retention
+from tests.queues.cloudflare_server import CloudflareQueuesServer
+from tests.queues.servers import MotoSQS, running_cloudflare, running_moto
+
+#: The fast tier (``make test-fast``, ``pytest -m fast``): modules that
+#: run in seconds, on the memory queue or without the database. Their tests
+#: run in the full suite too.
+FAST_MODULES = {
+    "tests/admin/test_chart.py",
+    "tests/queues/test_arguments.py",
+    "tests/queues/test_base.py",
+    "tests/queues/test_memory.py",
+    "tests/test_envelope.py",
+    "tests/test_imports.py",
+    "tests/test_init.py",
+    "tests/test_logtext.py",
+    "tests/test_redaction.py",
+    "tests/test_retry.py",
+    "tests/test_validation.py",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = config.rootpath
+    for item in items:
+        if item.path.relative_to(root).as_posix() in FAST_MODULES:
+            item.add_marker(pytest.mark.fast)
 
 
 @pytest.fixture
@@ -26,3 +56,45 @@ def _unschedule_cron_job(
     with django_db_blocker.unblock(), connection.schema_editor() as editor:  # type: ignore[attr-defined]
         cron.unschedule(editor)
         retention.unschedule_job(editor.connection)
+
+
+@pytest.fixture
+def empty_claims() -> Iterator[None]:
+    """An empty claim table before and after the test (transactional tests
+    do not flush the unmanaged table)."""
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE taskclaim.claim")
+    yield
+    if not connection.in_atomic_block:
+        connection.close_if_unusable_or_obsolete()  # a test may have broken it
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE taskclaim.claim")
+
+
+@pytest.fixture(scope="session")
+def cloudflare_server() -> CloudflareQueuesServer:
+    """The local Cloudflare Queues API."""
+    return running_cloudflare()
+
+
+@pytest.fixture
+def cloudflare_options(cloudflare_server: CloudflareQueuesServer) -> Callable[..., dict[str, Any]]:
+    """Makes a queue on the local server; ``OPTIONS`` of a ``CloudflareQueue`` on it."""
+
+    def make(*, queue_settings: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+        queue_id = cloudflare_server.create_queue(**(queue_settings or {}))
+        return {
+            "account_id": cloudflare_server.account_id,
+            "queue_id": queue_id,
+            "api_token": cloudflare_server.token,
+            "base_url": cloudflare_server.base_url,
+            **extra,
+        }
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def moto_sqs() -> MotoSQS:
+    """moto's SQS over real HTTP, with a key pair that may use it."""
+    return running_moto()

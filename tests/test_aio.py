@@ -27,7 +27,6 @@ from tests.aiokit import run
 from tests.claimkit import (
     RecordingQueue,
     claims,
-    empty_claims,  # noqa: F401  (a fixture)
     insert_claim,
     restricted_role,
 )

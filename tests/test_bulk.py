@@ -21,7 +21,6 @@ from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.claimkit import (
     claims,
-    empty_claims,  # noqa: F401  (a fixture)
     insert_claim,
     restricted_role,
     set_role,
@@ -64,7 +63,7 @@ def messages() -> list[str]:
 @pytest.mark.parametrize("atomic", [False, True], ids=["plain inserts", "upsert"])
 def test_claim_tasks_claims_free_and_expired_keys_only(atomic: bool) -> None:
     # Outside a transaction absent keys are inserted plainly; inside one the
-    # upsert claims them all (tests/sql/test_claim_many.py has the races).
+    # upsert claims them all (tests/db/sql/test_claim_many.py has the races).
     held = claim_task("held", window_seconds=600)
     insert_claim("expired", seconds=-1)
     with transaction.atomic() if atomic else nullcontext():

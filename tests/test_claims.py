@@ -12,7 +12,7 @@ from django.db import connections
 from astral_taskclaim import claim_task, hold_task, release_task
 from astral_taskclaim.envelope import encode_json
 from astral_taskclaim.validation import MAX_KEY_BYTES, MAX_SECONDS
-from tests.claimkit import claims, empty_claims, insert_claim  # noqa: F401  (a fixture)
+from tests.claimkit import claims, insert_claim
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
 

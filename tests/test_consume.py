@@ -19,7 +19,6 @@ from astral_taskclaim.queues.base import MessageBatch, ReceivedMessage
 from tests.claimkit import (
     claims,
     django_pid,
-    empty_claims,  # noqa: F401  (a fixture)
     insert_claim,
     restricted_role,
     set_role,

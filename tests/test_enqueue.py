@@ -19,7 +19,6 @@ from tests.claimkit import (
     RecordingQueue,
     claims,
     django_pid,
-    empty_claims,  # noqa: F401  (a fixture)
     restricted_role,
     set_role,
     terminate,

@@ -17,7 +17,6 @@ from astral_taskclaim.envelope import message_body
 from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.claimkit import (
     claims,
-    empty_claims,  # noqa: F401  (a fixture)
     insert_claim,
     restricted_role,
     set_role,

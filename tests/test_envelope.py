@@ -22,7 +22,7 @@ from astral_taskclaim.envelope import (
     parse_body,
 )
 from astral_taskclaim.queues.memory import MemoryQueue
-from tests.claimkit import RecordingQueue, claims, empty_claims  # noqa: F401  (a fixture)
+from tests.claimkit import RecordingQueue, claims
 
 NON_STRING_KEYS = [
     ({True: 1, "true": 2}, r"task has the key True \(bool\)"),

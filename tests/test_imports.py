@@ -217,3 +217,16 @@ def test_the_checker_resolves_relative_imports() -> None:
     modules = module_names()
     found = targets("astral_taskclaim.queues.memory", False, node, modules)
     assert found == {"astral_taskclaim.db.statements"}
+
+
+def test_no_test_module_imports_a_test_module_or_a_conftest() -> None:
+    tests = Path(__file__).parent
+    found = []
+    for path in tests.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                last = node.module.rsplit(".", 1)[-1]
+                names = [last, *(alias.name for alias in node.names)]
+                if any(n.startswith("test_") or n == "conftest" for n in names):
+                    found.append(f"{path.relative_to(tests)}: from {node.module}")
+    assert found == []

@@ -9,8 +9,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from astral_taskclaim.maintenance import delete_expired, scrub
-from tests.claimkit import claims, empty_claims, insert_claim  # noqa: F401  (a fixture)
-from tests.queues.pgqueue import rescanning_plans
+from tests.claimkit import claims, insert_claim
+from tests.queues.postgres.pgqueue import rescanning_plans
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
 

@@ -17,7 +17,6 @@ from astral_taskclaim.queues import queues
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import ClaimedTask
 from astral_taskclaim.worker import Worker
-from tests.claimkit import empty_claims  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
 

@@ -26,7 +26,6 @@ from astral_taskclaim.redaction import (
 from astral_taskclaim.tasks import TaskRegistry
 from astral_taskclaim.worker import Worker
 from tests.queues.cloudflare_server import CloudflareQueuesServer
-from tests.queues.conftest import cloudflare_server  # noqa: F401  (a fixture)
 
 AWKWARD = [
     "tok\n",
@@ -70,7 +69,7 @@ def test_every_shape_of_a_secret_is_redacted(secret: str) -> None:
 
 
 def test_the_header_error_httpx_raises_is_redacted(
-    cloudflare_server: CloudflareQueuesServer,  # noqa: F811
+    cloudflare_server: CloudflareQueuesServer,
 ) -> None:
     secret = "tok-0123456789\n"
     with (

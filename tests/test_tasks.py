@@ -16,7 +16,7 @@ from astral_taskclaim.queues import MessageBatch, ReceivedMessage, queues
 from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.tasks import ClaimedTask, RetryAfter, TaskRegistry, registry
 from tests.aiokit import run
-from tests.claimkit import claims, empty_claims  # noqa: F401  (a fixture)
+from tests.claimkit import claims
 
 MEMORY = {"BACKEND": "astral_taskclaim.queues.memory.MemoryQueue"}
 

@@ -16,7 +16,7 @@ from astral_taskclaim.testing import (
     lock_waiters,
     rolled_back,
 )
-from tests.claimkit import claims, empty_claims, insert_claim, raw_connection, until  # noqa: F401
+from tests.claimkit import claims, insert_claim, raw_connection, until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

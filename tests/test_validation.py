@@ -18,7 +18,7 @@ from astral_taskclaim.envelope import message_body
 from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.tasks import ClaimedTask
 from astral_taskclaim.validation import check_configured, check_encodes, validate_window
-from tests.claimkit import RecordingQueue, claims, empty_claims, insert_claim  # noqa: F401  (a fixture)
+from tests.claimkit import RecordingQueue, claims, insert_claim
 
 
 class CheckOnly:
@@ -79,7 +79,7 @@ def memory_queue() -> Iterator[MemoryQueue]:
 
 
 @pytest.fixture
-def keys(empty_claims: None) -> dict[str, str]:  # noqa: F811
+def keys(empty_claims: None) -> dict[str, str]:
     """Tokens of a held claim and of an expired one, as stored."""
     claim_task("held", window_seconds=600)
     insert_claim("expired", seconds=-1)

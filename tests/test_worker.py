@@ -20,7 +20,7 @@ from astral_taskclaim.claims import enqueue_claimed
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
 from astral_taskclaim.worker import Worker
-from tests.claimkit import claims, django_pid, empty_claims, terminate  # noqa: F401
+from tests.claimkit import claims, django_pid, terminate
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
 

@@ -19,7 +19,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connection
 
-from tests.admin_data import PASSWORD, add_claim, add_message, claim_keys, envelope, staff
+from tests.admin.data import PASSWORD, add_message, claim_keys, envelope, staff
+from tests.claimkit import insert_claim
 
 CHROMIUM = os.environ.get("TASKCLAIM_CHROMIUM") or shutil.which("chromium") or ""
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
@@ -104,7 +105,7 @@ def log_in(page: Any, username: str) -> None:
 
 def test_log_in_browse_search_and_release(page: Any) -> None:
     for key in ("project:4", "project:42", "project:5"):
-        add_claim(key, seconds=600)
+        insert_claim(key, seconds=600)
     staff("releaser", "view_claim", "delete_claim")
 
     log_in(page, "releaser")
@@ -130,8 +131,8 @@ def test_log_in_browse_search_and_release(page: Any) -> None:
 
 
 def test_overview_chart(page: Any, browser: Any, live_server: Any) -> None:
-    add_claim("soon", seconds=600)
-    add_claim("later", seconds=2 * 3600)
+    insert_claim("soon", seconds=600)
+    insert_claim("later", seconds=2 * 3600)
     add_message("refresh", envelope("soon", {"project": 42}), visible_in=45 * 60)
     User.objects.create_superuser("boss", password=PASSWORD)
 
@@ -157,7 +158,7 @@ def test_overview_chart(page: Any, browser: Any, live_server: Any) -> None:
 
 
 def test_view_only_user_cannot_release(page: Any) -> None:
-    add_claim("held", seconds=600)
+    insert_claim("held", seconds=600)
     staff("viewer", "view_claim")
 
     log_in(page, "viewer")

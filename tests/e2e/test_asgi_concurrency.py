@@ -19,7 +19,7 @@ import pytest
 from django.db import connection
 
 from tests.aiokit import key_locked, run, waiting_behind
-from tests.claimkit import claims, empty_claims  # noqa: F401  (a fixture)
+from tests.claimkit import claims
 from tests.e2e.support import database_url, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]

@@ -27,7 +27,7 @@ from astral_taskclaim.queues.base import BaseQueue
 from astral_taskclaim.queues.cloudflare import CloudflareQueue
 from astral_taskclaim.queues.sqs import SQSQueue
 from tests.queues.cloudflare_server import CloudflareQueuesServer
-from tests.queues.conftest import MotoSQS
+from tests.queues.servers import MotoSQS
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

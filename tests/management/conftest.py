@@ -29,12 +29,3 @@ def jobs() -> Iterator[PostgresQueue]:
         yield queue
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM taskclaim.message WHERE queue = %s", [name])
-
-
-def bodies(queue: PostgresQueue) -> list[str]:
-    """The queue's message bodies, oldest first."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT body FROM taskclaim.message WHERE queue = %s ORDER BY id", [queue.queue_name]
-        )
-        return [row[0] for row in cursor.fetchall()]

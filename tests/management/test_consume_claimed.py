@@ -15,9 +15,7 @@ from django.test import override_settings
 from astral_taskclaim.claims import enqueue_claimed
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import ClaimedTask, registry
-from tests.claimkit import empty_claims  # noqa: F401  (a fixture)
-
-from .conftest import bodies
+from tests.queues.postgres.pgqueue import bodies
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
 

@@ -14,9 +14,8 @@ from django.test import override_settings
 
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import registry
-from tests.claimkit import claims, empty_claims  # noqa: F401  (a fixture)
-
-from .conftest import bodies
+from tests.claimkit import claims
+from tests.queues.postgres.pgqueue import bodies
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
 

@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
-from tests.claimkit import claims, empty_claims, insert_claim, raw_connection  # noqa: F401
+from tests.claimkit import claims, insert_claim, raw_connection
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
 

@@ -7,7 +7,7 @@ import io
 import pytest
 from django.core.management import call_command
 
-from tests.claimkit import claims, empty_claims, insert_claim  # noqa: F401  (a fixture)
+from tests.claimkit import claims, insert_claim
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
 

@@ -14,7 +14,7 @@ from astral_taskclaim.claims import enqueue_claimed
 from astral_taskclaim.queues.base import BaseQueue
 from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
-from tests.claimkit import empty_claims, insert_claim  # noqa: F401  (a fixture)
+from tests.claimkit import insert_claim
 
 
 class Opaque(MemoryQueue):

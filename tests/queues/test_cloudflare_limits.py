@@ -17,7 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from astral_taskclaim.bulk import enqueue_claimed_many
 from astral_taskclaim.queues.base import PartlySentError
 from astral_taskclaim.queues.cloudflare import CloudflareError, CloudflareQueue
-from tests.claimkit import claims, empty_claims  # noqa: F401  (a fixture)
+from tests.claimkit import claims
 
 from .cloudflare_server import CloudflareQueuesServer
 from .cloudflare_types import SchemaMismatch, check_request

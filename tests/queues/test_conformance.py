@@ -22,7 +22,7 @@ from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.queues.sqs import SQSQueue
 
-from .conftest import MotoSQS
+from .servers import MotoSQS
 
 # What a TypeScript producer's JSON.stringify sends: the byte-level contract.
 TS_ENVELOPES = [

@@ -17,24 +17,12 @@ from astral_taskclaim.checks import check_queues
 from astral_taskclaim.queues.base import QueueError, ReceivedMessage
 from astral_taskclaim.queues.sqs import Receipt, SQSQueue
 
-from .conftest import MotoSQS
+from .servers import MotoSQS, recorded
 
 TS_ENVELOPE = (
     '{"key":"project:42","claim":"6f1c2a4e-8d3b-4f7a-9c21-5e0b7d9a3f10",'
     '"windowSeconds":300,"task":{"id":42}}'
 )
-
-
-def recorded(queue: SQSQueue) -> list[tuple[str, dict[str, Any]]]:
-    """Every SQS call ``queue`` makes from now on: (operation, parameters)."""
-    calls: list[tuple[str, dict[str, Any]]] = []
-    client, _ = queue._connect()
-
-    def record(params: dict[str, Any], model: Any, **kwargs: Any) -> None:
-        calls.append((model.name, dict(params)))
-
-    client.meta.events.register("before-parameter-build.sqs", record)
-    return calls
 
 
 def moto_message_visible_in(queue_url: str) -> float:

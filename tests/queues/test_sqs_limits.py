@@ -15,10 +15,9 @@ from botocore.validate import ParamValidator
 from astral_taskclaim.bulk import enqueue_claimed_many
 from astral_taskclaim.queues.base import BaseQueue, PartlySentError, ReceivedMessage
 from astral_taskclaim.queues.sqs import Receipt, SQSQueue
-from tests.claimkit import claims, empty_claims  # noqa: F401  (a fixture)
+from tests.claimkit import claims
 
-from .conftest import MotoSQS
-from .test_sqs import recorded
+from .servers import MotoSQS, recorded
 
 
 def test_every_call_matches_botocores_service_model(moto_sqs: MotoSQS) -> None:

@@ -4,11 +4,9 @@ token still holds?"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-import pytest
 from django.db import connection
 
 AUDIT = """
@@ -54,17 +52,6 @@ class Write:
     expires_at: datetime
     started: datetime
     application: str
-
-
-@pytest.fixture
-def audit(clean_tables: None) -> Iterator[None]:
-    """The trigger in place, with an empty record, for the test."""
-    with connection.cursor() as cursor:
-        cursor.execute(DROP_AUDIT)
-        cursor.execute(AUDIT)
-    yield
-    with connection.cursor() as cursor:
-        cursor.execute(DROP_AUDIT)
 
 
 def writes(*, after: int = 0) -> list[Write]:

@@ -5,15 +5,13 @@ checks that it raised the expected error and wrote nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
-from django.test import override_settings
 
 from astral_taskclaim.queues.base import MessageBatch, ReceivedMessage
 from astral_taskclaim.queues.postgres import PostgresQueue
-from tests.claimkit import insert_claim
-from tests.reliability.conftest import table_snapshot
+from tests.reliability.support import table_snapshot
 
 QUEUE = {
     "bad": {
@@ -25,16 +23,6 @@ TOKEN = "6f1c2a4e-8d3b-4f7a-9c21-5e0b7d9a3f10"
 HUGE = "k" * 100_000
 SURROGATE = "caf\udce9"  # b"caf\xe9" (Latin-1) read as UTF-8 with surrogateescape
 WRONG_TYPES = [None, 42, 4.2, b"project:42", ["project:42"], {"k": 1}]
-
-
-@pytest.fixture
-def populated(clean_tables: None) -> Iterator[None]:
-    """A live claim ``k``, an expired claim ``old`` and a queued message."""
-    insert_claim("k", seconds=600, token=TOKEN)
-    insert_claim("old", seconds=-60)
-    PostgresQueue("bad", options={"queue_name": "bad-input"}).send({"queued": True})
-    with override_settings(TASKCLAIM_QUEUES=QUEUE):
-        yield
 
 
 def rejected(call: Callable[[], object], error: type[Exception], match: str) -> None:

@@ -30,7 +30,7 @@ from astral_taskclaim.claims import enqueue_claimed
 from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.claimkit import raw_connection
 from tests.e2e.support import database_url
-from tests.reliability.conftest import ROOT
+from tests.reliability.support import ROOT
 from tests.reliability.workerapp.tasks import CHANNEL, RUNS_TABLE
 
 DEADLINE = 120.0

@@ -23,13 +23,12 @@ from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.retry import retry_delay_seconds
 from astral_taskclaim.tasks import ClaimedTask, RetryAfter, TaskRegistry
 from astral_taskclaim.worker import Worker
-from tests.reliability.badinput import (  # noqa: F401  (populated: a fixture)
+from tests.reliability.badinput import (
     HUGE,
     SURROGATE,
     TOKEN,
     WRONG_TYPES,
     batch,
-    populated,
     queue,
     rejected,
 )

@@ -12,7 +12,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from astral_taskclaim.tasks import ClaimedTask, registry
-from tests.reliability.badinput import HUGE, SURROGATE, populated, rejected  # noqa: F401
+from tests.reliability.badinput import HUGE, SURROGATE, rejected
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("populated")]
 

@@ -16,7 +16,7 @@ from astral_taskclaim.checks import check_queues, check_settings
 from astral_taskclaim.claims import enqueue_claimed
 from astral_taskclaim.consume import consume_claimed
 from astral_taskclaim.queues import create_queue
-from tests.reliability.badinput import QUEUE, batch, populated, rejected  # noqa: F401
+from tests.reliability.badinput import QUEUE, batch, rejected
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("populated")]
 

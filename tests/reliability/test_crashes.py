@@ -21,8 +21,8 @@ import time
 import pytest
 from django.db import connection
 
-from tests.reliability.conftest import record_figures, sized
 from tests.reliability.processes import Fleet, RunListener, runs
+from tests.reliability.support import record_figures, sized
 from tests.reliability.workerapp.tasks import MODES
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

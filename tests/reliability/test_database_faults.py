@@ -24,7 +24,6 @@ from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
 from astral_taskclaim.testing import hold_transaction
 from astral_taskclaim.worker import Worker, WorkerStats
 from tests.claimkit import claims
-from tests.reliability.conftest import EventLog, record_figures, sized, wait_until
 from tests.reliability.processes import (
     Fleet,
     RunListener,
@@ -32,6 +31,7 @@ from tests.reliability.processes import (
     runs,
     terminate_application,
 )
+from tests.reliability.support import EventLog, record_figures, sized, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -39,10 +39,10 @@ from hypothesis.stateful import (
 from astral_taskclaim.claims import claim_task, hold_task, release_task
 from astral_taskclaim.envelope import is_token
 from tests.claimkit import claims
-from tests.reliability.audit import Write, audit, claimed_windows, overlaps, writes  # noqa: F401
+from tests.reliability.audit import Write, claimed_windows, overlaps, writes
 from tests.reliability.claimer import Attempt, hammer
-from tests.reliability.conftest import ROOT, record_figures, sized, wait_until
 from tests.reliability.processes import subprocess_env
+from tests.reliability.support import ROOT, record_figures, sized, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

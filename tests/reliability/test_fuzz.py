@@ -36,8 +36,8 @@ from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
 from astral_taskclaim.worker import Worker
 from tests.claimkit import insert_claim
 from tests.queues.cloudflare_server import CloudflareQueuesServer, StoredMessage
-from tests.queues.conftest import MotoSQS
-from tests.reliability.conftest import EventLog, record_figures, sized, table_snapshot
+from tests.queues.servers import MotoSQS
+from tests.reliability.support import EventLog, record_figures, sized, table_snapshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("clean_tables")]
 

@@ -31,8 +31,8 @@ from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
 from astral_taskclaim.worker import FIRST_BACKOFF, Worker
 from tests.claimkit import claims
 from tests.queues.cloudflare_server import CloudflareQueuesServer
-from tests.queues.conftest import MotoSQS
-from tests.reliability.conftest import EventLog, record_figures, sized
+from tests.queues.servers import MotoSQS
+from tests.reliability.support import EventLog, record_figures, sized
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("clean_tables")]
 

@@ -31,7 +31,7 @@ from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
 from astral_taskclaim.worker import Worker
 from tests.claimkit import claims
-from tests.reliability.conftest import AS_SERVICE, ROOT, SERVICE, record_figures, table_snapshot
+from tests.reliability.support import AS_SERVICE, ROOT, SERVICE, record_figures, table_snapshot
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -18,8 +18,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from tests.admin_data import (
-    add_claim,
+from tests.admin.data import (
     add_message,
     claim_keys,
     client_for,
@@ -27,6 +26,7 @@ from tests.admin_data import (
     seconds_until_visible,
     staff,
 )
+from tests.claimkit import insert_claim
 
 pytestmark = pytest.mark.django_db
 
@@ -65,9 +65,9 @@ class World:
 
 @pytest.fixture
 def world() -> World:
-    add_claim(HOSTILE_KEY, seconds=600)
-    add_claim("live", seconds=600)
-    add_claim("expired", seconds=-600)
+    insert_claim(HOSTILE_KEY, seconds=600)
+    insert_claim("live", seconds=600)
+    insert_claim("expired", seconds=-600)
     delayed = add_message("mail", envelope(HOSTILE_KEY, HOSTILE_TASK), visible_in=600)
     ready = add_message("mail", envelope("ready", {"id": 1}))
     return World("live", "expired", delayed, ready)

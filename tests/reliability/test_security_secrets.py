@@ -37,8 +37,8 @@ from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
 from astral_taskclaim.worker import Worker
 from tests.claimkit import raw_connection
 from tests.queues.cloudflare_server import CloudflareQueuesServer
-from tests.queues.conftest import MotoSQS
-from tests.reliability.conftest import AS_SERVICE, DB_PASSWORD, SERVICE, record_figures
+from tests.queues.servers import MotoSQS
+from tests.reliability.support import AS_SERVICE, DB_PASSWORD, SERVICE, record_figures
 
 pytestmark = pytest.mark.usefixtures("clean_tables")
 

@@ -12,7 +12,7 @@ from django.urls import reverse
 from astral_taskclaim.tasks_backend.compat import TaskResultStatus
 
 from . import jobs
-from .conftest import drain, message_rows
+from .running import drain, message_rows
 
 CHANGELIST = "admin:astral_taskclaim_storedtaskresult_changelist"
 

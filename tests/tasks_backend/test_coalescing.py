@@ -12,7 +12,7 @@ from astral_taskclaim.queues import memory
 from astral_taskclaim.tasks_backend.compat import TaskResultStatus
 
 from . import jobs
-from .conftest import drain, message_rows
+from .running import drain, message_rows
 
 
 def claims() -> list[tuple[str, str]]:

@@ -19,7 +19,7 @@ from astral_taskclaim.tasks_backend.compat import (
 )
 
 from . import jobs
-from .conftest import drain, message_rows
+from .running import drain, message_rows
 
 
 def test_flags_are_all_supported_on_the_postgresql_queue(backend: Any) -> None:

@@ -13,7 +13,7 @@ from astral_taskclaim.tasks_backend import retention
 from astral_taskclaim.tasks_backend.compat import TaskResultDoesNotExist
 
 from . import jobs
-from .conftest import drain
+from .running import drain
 
 
 def _age(result_id: str, seconds: int) -> None:

@@ -14,7 +14,7 @@ from astral_taskclaim.queues import memory
 from astral_taskclaim.tasks_backend.compat import TaskResultStatus, task_backends
 
 from . import jobs
-from .conftest import drain, make_due, message_rows
+from .running import drain, make_due, message_rows
 
 pytestmark = pytest.mark.usefixtures("fast_backoff")
 

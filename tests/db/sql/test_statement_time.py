@@ -16,7 +16,6 @@ from astral_taskclaim import claim_task, claim_tasks, enqueue_claimed, enqueue_c
 from astral_taskclaim.claims import hold_task
 from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.claimkit import (
-    empty_claims,  # noqa: F401  (a fixture)
     raw_connection,
 )
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,15 +16,9 @@ from astral_taskclaim.queues import create_queue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.claimkit import raw_connection
 
-from .pgqueue import MakeQueue, queue_factory, rows
+from .pgqueue import MakeQueue, rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def make_queue() -> Iterator[MakeQueue]:
-    with queue_factory() as make:
-        yield make
 
 
 def test_the_default_queue_is_postgres_named_after_its_alias() -> None:

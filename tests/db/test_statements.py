@@ -22,7 +22,6 @@ from astral_taskclaim.db import statements
 from tests.claimkit import (
     claims,
     django_pid,
-    empty_claims,  # noqa: F401  (a fixture)
     restricted_role,
     set_role,
     terminate,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from django.db import DatabaseError, connection, transaction
@@ -14,17 +14,11 @@ from django.test.utils import CaptureQueriesContext
 from astral_taskclaim.claims import enqueue_claimed
 from astral_taskclaim.queues import ReceivedMessage
 from astral_taskclaim.queues.postgres import PostgresQueue
-from tests.claimkit import claims, empty_claims  # noqa: F401  (a fixture)
+from tests.claimkit import claims
 
-from .pgqueue import TS_ENVELOPE, MakeQueue, expire, queue_factory, rescanning_plans, rows
+from .pgqueue import TS_ENVELOPE, MakeQueue, expire, rescanning_plans, rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def make_queue() -> Iterator[MakeQueue]:
-    with queue_factory() as make:
-        yield make
 
 
 def test_send_keeps_the_envelope_bytes_and_receive_decodes_them(make_queue: MakeQueue) -> None:

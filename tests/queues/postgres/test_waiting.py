@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from django.db import connection
@@ -16,15 +16,9 @@ from astral_taskclaim.queues import MessageBatch
 from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.claimkit import raw_connection
 
-from .pgqueue import MakeQueue, queue_factory
+from .pgqueue import MakeQueue
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def make_queue() -> Iterator[MakeQueue]:
-    with queue_factory() as make:
-        yield make
 
 
 def wait_for_listener(channel: str) -> None:

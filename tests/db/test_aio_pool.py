@@ -15,7 +15,6 @@ from astral_taskclaim.db.aio_pool import AsyncPool, pool
 from tests.aiokit import key_locked, run, waiting_behind
 from tests.claimkit import (
     claims,
-    empty_claims,  # noqa: F401  (a fixture)
     terminate,
 )
 

@@ -94,3 +94,12 @@ def rescanning_plans() -> Iterator[None]:
         with connection.cursor() as cursor:
             for name in RESCANNING_PLANS:
                 cursor.execute(f"RESET {name}")
+
+
+def bodies(queue: PostgresQueue) -> list[str]:
+    """The queue's message bodies, oldest first."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT body FROM taskclaim.message WHERE queue = %s ORDER BY id", [queue.queue_name]
+        )
+        return [row[0] for row in cursor.fetchall()]

@@ -11,7 +11,7 @@ from django.db import connection
 from django.urls import reverse
 
 from astral_taskclaim.admin.messages import queue_names
-from tests.admin_data import (
+from tests.admin.data import (
     add_message,
     client_for,
     envelope,

@@ -14,7 +14,8 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 from astral_taskclaim.admin.times import relative_or_never
-from tests.admin_data import add_claim, add_message, claim_keys, envelope, seconds_until_visible
+from tests.admin.data import add_message, claim_keys, envelope, seconds_until_visible
+from tests.claimkit import insert_claim
 
 pytestmark = pytest.mark.django_db
 
@@ -58,9 +59,9 @@ def claim_row(html: str, key: str) -> str:
 @override_settings(TIME_ZONE="Pacific/Kiritimati")  # UTC+14: year 9999 overflows
 def test_claims_with_any_expiry_are_listed_with_their_state(admin_client: Client) -> None:
     for name, value in ODD_TIMES.items():
-        add_claim(name, seconds=60)
+        insert_claim(name, seconds=60)
         set_expiry(name, value)
-    add_claim("normal", seconds=245)
+    insert_claim("normal", seconds=245)
 
     page = admin_client.get(CLAIMS)
 
@@ -86,7 +87,7 @@ def test_claims_with_any_expiry_are_listed_with_their_state(admin_client: Client
 def test_a_claim_with_any_expiry_has_a_detail_page_and_can_be_released(
     admin_client: Client, name: str
 ) -> None:
-    add_claim(name, seconds=60)
+    insert_claim(name, seconds=60)
     set_expiry(name, ODD_TIMES[name])
     detail = reverse("admin:astral_taskclaim_claim_change", args=(quote(name),))
     history = reverse("admin:astral_taskclaim_claim_history", args=(quote(name),))
@@ -159,7 +160,7 @@ def test_relative_or_never(seconds: float, words: str) -> None:
 
 def test_the_overview_counts_rows_with_any_times(admin_client: Client) -> None:
     for name, value in ODD_TIMES.items():
-        add_claim(name, seconds=60)
+        insert_claim(name, seconds=60)
         set_expiry(name, value)
         set_message_times(add_message("odd", envelope(name, {})), value)
 

@@ -8,8 +8,7 @@ import pytest
 from django.urls import reverse
 
 from astral_taskclaim.admin.views import claim_timeline, message_timeline
-from tests.admin_data import (
-    add_claim,
+from tests.admin.data import (
     add_claims,
     add_message,
     claim_keys,
@@ -17,6 +16,7 @@ from tests.admin_data import (
     envelope,
     staff,
 )
+from tests.claimkit import insert_claim
 
 pytestmark = pytest.mark.django_db
 
@@ -38,10 +38,10 @@ def table_counts(html: str, table_id: str) -> list[str]:
 
 
 def test_timelines_bucket_by_half_hour():
-    add_claim("soon", seconds=10 * 60)
-    add_claim("later", seconds=100 * 60)
-    add_claim("past", seconds=-60)
-    add_claim("beyond", seconds=7 * 3600)
+    insert_claim("soon", seconds=10 * 60)
+    insert_claim("later", seconds=100 * 60)
+    insert_claim("past", seconds=-60)
+    insert_claim("beyond", seconds=7 * 3600)
     add_message("q", envelope("a", {}), visible_in=40 * 60)
     add_message("q", envelope("b", {}), visible_in=40 * 60, leased=True)
     add_message("q", envelope("c", {}), visible_in=-60)
@@ -55,9 +55,9 @@ def test_timelines_bucket_by_half_hour():
 
 
 def test_overview_counts_and_chart(admin_client):
-    add_claim("a", seconds=10 * 60)
-    add_claim("b", seconds=100 * 60)
-    add_claim("c", seconds=-60)
+    insert_claim("a", seconds=10 * 60)
+    insert_claim("b", seconds=100 * 60)
+    insert_claim("c", seconds=-60)
     add_message("mail", envelope("a", {}), visible_in=-1)
     add_message("mail", envelope("b", {}), visible_in=40 * 60)
     add_message("refresh", envelope("c", {}), visible_in=60, leased=True)
@@ -105,9 +105,9 @@ def test_changelist_links_the_overview(admin_client):
 
 
 def test_delete_expired_confirms_then_deletes_only_expired(client):
-    add_claim("old", seconds=-60)
-    add_claim("older", seconds=-3600)
-    add_claim("live", seconds=600)
+    insert_claim("old", seconds=-60)
+    insert_claim("older", seconds=-3600)
+    insert_claim("live", seconds=600)
     deleter = client_for(staff("expirer", "view_claim", "delete_claim"))
 
     asked = deleter.get(DELETE_EXPIRED)
@@ -121,7 +121,7 @@ def test_delete_expired_confirms_then_deletes_only_expired(client):
 
 
 def test_delete_expired_needs_the_csrf_token():
-    add_claim("old", seconds=-60)
+    insert_claim("old", seconds=-60)
     guarded = client_for(staff("csrf2", "view_claim", "delete_claim"), enforce_csrf_checks=True)
 
     assert guarded.post(DELETE_EXPIRED).status_code == 403

@@ -20,14 +20,14 @@ from astral_taskclaim.bulk import claim_tasks
 from astral_taskclaim.db import sqlfiles
 from astral_taskclaim.testing import HeldTransaction, hold_transaction
 from tests.claimkit import (
+    blocking_pids,
     claims,
     django_pid,
-    empty_claims,  # noqa: F401  (a fixture)
     insert_claim,
+    lock_row,
     raw_connection,
     until,
 )
-from tests.sql.test_claim import blocking_pids, lock_row
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
 

@@ -15,9 +15,8 @@ from django.db import connection, connections, transaction
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import TaskRegistry
 from astral_taskclaim.worker import Worker, WorkerStats
-from tests.claimkit import empty_claims  # noqa: F401  (a fixture)
 
-from .pgqueue import MakeQueue, queue_factory
+from .pgqueue import MakeQueue
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,12 +44,6 @@ DROP TRIGGER IF EXISTS taskclaim_test_poison ON taskclaim.message;
 DROP FUNCTION IF EXISTS taskclaim_test_poison();
 DROP TABLE IF EXISTS taskclaim_test_poison;
 """
-
-
-@pytest.fixture
-def make_queue() -> Iterator[MakeQueue]:
-    with queue_factory() as make:
-        yield make
 
 
 @pytest.fixture

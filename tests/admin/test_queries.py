@@ -25,7 +25,8 @@ from astral_taskclaim.admin.queries import (
     sorts_by_code_point,
 )
 from astral_taskclaim.models import Claim
-from tests.admin_data import add_claim, add_claims
+from tests.admin.data import add_claims
+from tests.claimkit import insert_claim
 
 # Text PostgreSQL can store: no NUL, no surrogates.
 KEY_TEXT = st.text(
@@ -96,7 +97,7 @@ def test_database_range_agrees_with_python(keys, prefix):
     with connection.cursor() as cursor:
         cursor.execute("SAVEPOINT example")
         for key in rows:
-            add_claim(key, seconds=60)
+            insert_claim(key, seconds=60)
         found = set(
             Claim.objects.filter(key_search(prefix, code_point_order=True)).values_list(
                 "key", flat=True
@@ -111,7 +112,7 @@ def test_database_range_agrees_with_python(keys, prefix):
 def test_linguistic_fallback_is_literal_too(term):
     keys = ["a", "a%b", "a_b", "axb", "a\\b", "ab", "b"]
     for key in keys:
-        add_claim(key, seconds=60)
+        insert_claim(key, seconds=60)
 
     found = set(
         Claim.objects.filter(key_search(term, code_point_order=False)).values_list("key", flat=True)
@@ -122,8 +123,8 @@ def test_linguistic_fallback_is_literal_too(term):
 
 @pytest.mark.django_db
 def test_admin_falls_back_and_logs_without_code_point_order(monkeypatch, caplog, admin_user):
-    add_claim("a%b", seconds=60)
-    add_claim("ab", seconds=60)
+    insert_claim("a%b", seconds=60)
+    insert_claim("ab", seconds=60)
     monkeypatch.setattr(
         "astral_taskclaim.admin.claims.key_sorts_by_code_point", lambda using: False
     )
@@ -143,7 +144,7 @@ def test_admin_falls_back_and_logs_without_code_point_order(monkeypatch, caplog,
 
 @pytest.mark.django_db
 def test_admin_search_with_nul_matches_nothing(admin_user):
-    add_claim("a", seconds=60)
+    insert_claim("a", seconds=60)
     request = RequestFactory().get("/")
     request.user = admin_user
     model_admin = ClaimAdmin(Claim, AdminSite())

@@ -1,12 +1,13 @@
 """Servers for the remote queue backends, on 127.0.0.1 only.
 
-- ``cloudflare_server``: :class:`CloudflareQueuesServer`, the local
+- :func:`running_cloudflare`: :class:`CloudflareQueuesServer`, the local
   Cloudflare Queues REST API.
-- ``moto_sqs``: moto in server mode (real HTTP), with IAM authentication
-  enforced, so a wrong key is refused as AWS would refuse it.
+- :func:`running_moto`: moto in server mode (real HTTP), with IAM
+  authentication enforced, so a wrong key is refused as AWS would refuse it.
 
-Each server is started once per test process (the e2e tests reuse them)
-and stops when the process exits.
+Each server is started once per test process, on first use, and stops when
+the process exits. The fixtures handing them to tests (``cloudflare_server``,
+``cloudflare_options``, ``moto_sqs``) are in ``tests/conftest.py``.
 """
 
 from __future__ import annotations
@@ -17,14 +18,14 @@ import json
 import logging
 import secrets
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import boto3
 import httpx
-import pytest
 from moto.server import ThreadedMotoServer
+
+from astral_taskclaim.queues.sqs import SQSQueue
 
 from .cloudflare_server import CloudflareQueuesServer
 
@@ -109,30 +110,13 @@ def running_moto() -> MotoSQS:
     return MotoSQS(url, key["AccessKeyId"], key["SecretAccessKey"])
 
 
-@pytest.fixture(scope="session")
-def cloudflare_server() -> CloudflareQueuesServer:
-    """The local Cloudflare Queues API."""
-    return running_cloudflare()
+def recorded(queue: SQSQueue) -> list[tuple[str, dict[str, Any]]]:
+    """Every SQS call ``queue`` makes from now on: (operation, parameters)."""
+    calls: list[tuple[str, dict[str, Any]]] = []
+    client, _ = queue._connect()
 
+    def record(params: dict[str, Any], model: Any, **kwargs: Any) -> None:
+        calls.append((model.name, dict(params)))
 
-@pytest.fixture
-def cloudflare_options(cloudflare_server: CloudflareQueuesServer) -> Callable[..., dict[str, Any]]:
-    """Makes a queue on the local server; ``OPTIONS`` of a ``CloudflareQueue`` on it."""
-
-    def make(*, queue_settings: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
-        queue_id = cloudflare_server.create_queue(**(queue_settings or {}))
-        return {
-            "account_id": cloudflare_server.account_id,
-            "queue_id": queue_id,
-            "api_token": cloudflare_server.token,
-            "base_url": cloudflare_server.base_url,
-            **extra,
-        }
-
-    return make
-
-
-@pytest.fixture(scope="session")
-def moto_sqs() -> MotoSQS:
-    """moto's SQS over real HTTP, with a key pair that may use it."""
-    return running_moto()
+    client.meta.events.register("before-parameter-build.sqs", record)
+    return calls

@@ -1,6 +1,7 @@
-"""Rows and users for the admin tests: claims and queue messages written
-straight into their tables (times relative to the database clock), and
-staff users holding chosen permissions."""
+"""Rows and users for the admin tests: many claims and queue messages
+written straight into their tables (times relative to the database clock),
+and staff users holding chosen permissions. Single claims are written with
+:func:`tests.claimkit.insert_claim`."""
 
 from __future__ import annotations
 
@@ -12,19 +13,9 @@ from django.contrib.auth.models import Permission, User
 from django.db import connection
 from django.test import Client
 
+from tests.claimkit import claims
+
 PASSWORD = "admin-tests-password"  # a throwaway test account
-
-
-def add_claim(key: str, *, seconds: float, token: str | None = None) -> str:
-    """A claim expiring ``seconds`` from now (negative: already expired)."""
-    token = token or str(uuid.uuid4())
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """INSERT INTO taskclaim.claim (key, expires_at, token)
-               VALUES (%s, clock_timestamp() + make_interval(secs => %s), %s)""",
-            [key, seconds, token],
-        )
-    return token
 
 
 def add_claims(count: int, *, prefix: str = "bulk:", seconds: float = 3600) -> None:
@@ -71,9 +62,7 @@ def add_message(
 
 def claim_keys() -> set[str]:
     """Every key in the claim table."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT key FROM taskclaim.claim")
-        return {row[0] for row in cursor.fetchall()}
+    return set(claims())
 
 
 def seconds_until_visible(message_id: int) -> float | None:

@@ -5,7 +5,6 @@ seed's upsert, exact under concurrency."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from concurrent.futures import Future
 
 import pytest
@@ -15,10 +14,11 @@ from astral_taskclaim import claim_task
 from astral_taskclaim.testing import hold_transaction
 from benchmarks.hot_keys import SEED_UPSERT
 from tests.claimkit import (
+    blocking_pids,
     claims,
     django_pid,
-    empty_claims,  # noqa: F401  (a fixture)
     insert_claim,
+    lock_row,
     until,
 )
 
@@ -54,20 +54,6 @@ def test_the_seeds_upsert_takes_a_transaction_id_for_a_held_key() -> None:
         cursor.execute(SEED_UPSERT, {"key": "held", "seconds": 600.0})
         assert cursor.fetchall() == []
         assert current_xid() is not None
-
-
-def lock_row(key: str, *, delete: bool = False) -> Callable[[Callable[[], None]], None]:
-    """A ``hold_transaction`` body locking ``key``'s row (and deleting it,
-    as ``taskclaim_delete_expired`` does, when ``delete``)."""
-
-    def body(hold: Callable[[], None]) -> None:
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute("SELECT 1 FROM taskclaim.claim WHERE key = %s FOR UPDATE", [key])
-            if delete:
-                cursor.execute("DELETE FROM taskclaim.claim WHERE key = %s", [key])
-            hold()
-
-    return body
 
 
 def test_a_held_key_answers_at_once_while_another_transaction_locks_its_row() -> None:
@@ -112,14 +98,6 @@ def test_an_expired_row_deleted_under_a_waiting_claim_is_claimed() -> None:
     thread.join()
     assert token is not None
     assert claims()["expired"][0] == token
-
-
-def blocking_pids(pid: int) -> list[int]:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_blocking_pids(%s)", [pid])
-        row = cursor.fetchone()
-    assert row is not None
-    return list(row[0])
 
 
 def test_a_claim_inside_a_rolled_back_transaction_leaves_nothing_and_claims_again() -> None:

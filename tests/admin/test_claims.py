@@ -12,7 +12,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from tests.admin_data import add_claim, add_claims, claim_keys, client_for, staff
+from tests.admin.data import add_claims, claim_keys, client_for, staff
+from tests.claimkit import insert_claim
 
 pytestmark = pytest.mark.django_db
 
@@ -34,8 +35,8 @@ def escaped(key: str) -> str:
 
 
 def test_changelist_shows_state_relative_expiry_and_token(admin_client):
-    token = add_claim("project:42", seconds=245)
-    add_claim("project:7", seconds=-3 * 3600)
+    token = insert_claim("project:42", seconds=245)
+    insert_claim("project:7", seconds=-3 * 3600)
 
     html = admin_client.get(CHANGELIST).content.decode()
 
@@ -50,8 +51,8 @@ def test_changelist_shows_state_relative_expiry_and_token(admin_client):
 
 
 def test_state_filter(admin_client):
-    add_claim("live", seconds=60)
-    add_claim("gone", seconds=-60)
+    insert_claim("live", seconds=60)
+    insert_claim("gone", seconds=-60)
 
     active = admin_client.get(CHANGELIST, {"state": "active"}).content.decode()
     expired = admin_client.get(CHANGELIST, {"state": "expired"}).content.decode()
@@ -80,7 +81,7 @@ def test_state_filter(admin_client):
 )
 def test_search_matches_exact_and_prefix_literally(admin_client, term, expected):
     for key in TRICKY:
-        add_claim(key, seconds=60)
+        insert_claim(key, seconds=60)
 
     html = admin_client.get(CHANGELIST, {"q": term}).content.decode()
 
@@ -89,7 +90,7 @@ def test_search_matches_exact_and_prefix_literally(admin_client, term, expected)
 
 def test_search_for_a_key_lists_it_and_longer_keys(admin_client):
     for key in TRICKY:
-        add_claim(key, seconds=60)
+        insert_claim(key, seconds=60)
 
     html = admin_client.get(CHANGELIST, {"q": "a"}).content.decode()
 
@@ -98,7 +99,7 @@ def test_search_for_a_key_lists_it_and_longer_keys(admin_client):
 
 
 def test_search_with_nul_is_refused_with_a_message(admin_client):
-    add_claim("a", seconds=60)
+    insert_claim("a", seconds=60)
 
     response = admin_client.get(CHANGELIST, {"q": "a\x00"})
 
@@ -138,7 +139,7 @@ def test_large_table_is_never_fully_counted(admin_client):
 
 def test_small_table_count_is_exact(admin_client):
     for n in range(3):
-        add_claim(f"k{n}", seconds=60)
+        insert_claim(f"k{n}", seconds=60)
 
     html = admin_client.get(CHANGELIST).content.decode()
 
@@ -147,8 +148,8 @@ def test_small_table_count_is_exact(admin_client):
 
 
 def test_view_only_staff_sees_no_actions_and_cannot_release(client):
-    add_claim("held", seconds=600)
-    add_claim("old", seconds=-600)
+    insert_claim("held", seconds=600)
+    insert_claim("old", seconds=-600)
     viewer = client_for(staff("viewer", "view_claim"))
 
     page = viewer.get(CHANGELIST)
@@ -178,7 +179,7 @@ def test_staff_without_view_permission_is_refused(client):
 
 def test_release_selected_claims_frees_only_those_keys(client):
     for key in ("one", "two", "three"):
-        add_claim(key, seconds=600)
+        insert_claim(key, seconds=600)
     releaser = client_for(staff("releaser", "view_claim", "delete_claim"))
     assert 'value="release_claims"' in releaser.get(CHANGELIST).content.decode()
 
@@ -194,7 +195,7 @@ def test_release_selected_claims_frees_only_those_keys(client):
 
 def test_release_across_a_search_releases_every_match(admin_client):
     for key in ("job:1", "job:2", "other"):
-        add_claim(key, seconds=600)
+        insert_claim(key, seconds=600)
 
     admin_client.post(
         f"{CHANGELIST}?q=job:",
@@ -210,7 +211,7 @@ def test_release_across_a_search_releases_every_match(admin_client):
 
 
 def test_actions_need_the_csrf_token():
-    add_claim("guarded", seconds=600)
+    insert_claim("guarded", seconds=600)
     user = staff("csrf", "view_claim", "delete_claim")
     guarded = client_for(user, enforce_csrf_checks=True)
     data = {"action": "release_claims", "_selected_action": ["guarded"], "index": "0"}
@@ -228,7 +229,7 @@ def test_actions_need_the_csrf_token():
 
 def test_detail_is_read_only_and_escaped(admin_client):
     key = "<b>x</b>/50%_'\\"
-    add_claim(key, seconds=130)
+    insert_claim(key, seconds=130)
     url = reverse("admin:astral_taskclaim_claim_change", args=(quote(key),))
 
     page = admin_client.get(url)
