@@ -1,3 +1,7 @@
+"""The app's configuration: on start-up it registers the system checks, the
+slug lookups, every installed app's claimed tasks and the Django Tasks
+backends' queue runners."""
+
 from __future__ import annotations
 
 from django.apps import AppConfig

@@ -79,7 +79,7 @@ class AppSettings:
 
     @property
     def SERVICE_ROLE(self) -> str | None:
-        """Role the app connects as at run time, granted the seed's DML only."""
+        """Role the app connects as at run time, granted only the DML the claim table needs."""
         return _role("TASKCLAIM_SERVICE_ROLE")
 
     @property

@@ -20,7 +20,7 @@ from . import common, report, server
 #: the maximum load row 4 measured.
 ROWS: list[tuple[str, str, str, str]] = [
     ("1", "claim_floor", "claim floor", "≥ 0.90x raw"),
-    ("2", "hot_keys", "hot keys", "≥ 3x / ≥ 5x seed upsert"),
+    ("2", "hot_keys", "hot keys", "≥ 3x / ≥ 5x TypeScript upsert"),
     ("3", "bulk", "bulk claims and enqueues", "≥ 50,000/s and ≥ 0.70x floor"),
     ("4", "end_to_end", "end to end vs peers", "≥ 1.5x best peer"),
     ("5", "latency", "enqueue-to-start latency", "p50 ≤ 5 ms, p99 ≤ 50 ms"),

@@ -9,7 +9,7 @@ how many triggers coalesced into one message per room and window, the
 runs, the retries with the delays they used, the give-ups.
 
 Demo values, not the defaults: 1-second claim windows (the task's default
-is 300) and ``TASKCLAIM_DELAY_SCALE=0.02``, so the seed's 30 s, 60 s, 120 s
+is 300) and ``TASKCLAIM_DELAY_SCALE=0.02``, so the schedule's 30 s, 60 s, 120 s
 backoff and a 45 s Retry-After take 0.6 s, 1.2 s, 2.4 s and 0.9 s.
 """
 
@@ -176,7 +176,7 @@ def report(result: dict[str, Any]) -> None:
     refreshed = Room.objects.filter(refresh_count__gt=0).count()
     span = Room.objects.aggregate(low=Min("refresh_count"), high=Max("refresh_count"))
     used = ", ".join(
-        f"{count} x {delay:g} s (seed: {delay / scale:.0f} s)"
+        f"{count} x {delay:g} s (unscaled: {delay / scale:.0f} s)"
         for delay, count in sorted(delays.items())
     )
     say()

@@ -1,4 +1,4 @@
-"""consume_claimed: settling each message as the seed does, with real claims."""
+"""consume_claimed: settling each message as the TypeScript package does, with real claims."""
 
 from __future__ import annotations
 

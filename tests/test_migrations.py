@@ -53,7 +53,7 @@ def migrated_back() -> Iterator[None]:
     call_command("migrate", verbosity=0)  # dependent apps too
 
 
-def test_claim_table_matches_the_seed() -> None:
+def test_claim_table_matches_the_typescript_package() -> None:
     columns = fetch(
         """SELECT column_name, data_type, is_nullable FROM information_schema.columns
            WHERE table_schema = 'taskclaim' AND table_name = 'claim' ORDER BY ordinal_position"""
@@ -117,7 +117,7 @@ def test_migrations_reverse_to_zero_and_apply_again(migrated_back: None) -> None
     assert fetch("SELECT slug.slug('Room 52')") == [("room-52",)]
 
 
-def test_cron_job_matches_the_seed_where_pg_cron_runs() -> None:
+def test_cron_job_matches_the_typescript_package_where_pg_cron_runs() -> None:
     cron_database = fetch("SELECT current_setting('cron.database_name', true)")[0][0]
     if cron_database is None:
         # The migration succeeded without pg_cron (the suite is running).

@@ -1,4 +1,4 @@
-"""retry_delay_seconds: the seed's schedule, exactly."""
+"""retry_delay_seconds: the TypeScript package's schedule, exactly."""
 
 from __future__ import annotations
 

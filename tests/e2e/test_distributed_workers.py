@@ -47,7 +47,7 @@ def run_worker(queue_config: dict[str, Any]) -> list[int]:
         "PYTHONPATH": str(ROOT),
         "DATABASE_URL": database,
         "TASKCLAIM_E2E_QUEUES": json.dumps({"e2e": queue_config}),
-        # The failed run's retry comes after 0.6 s instead of the seed's 30.
+        # The failed run's retry comes after 0.6 s instead of the TypeScript package's 30.
         "TASKCLAIM_E2E_DELAY_SCALE": "0.02",
     }
     command = [sys.executable, "-m", "django", "consume_claimed", "e2e", "--burst", "--wait", "1"]

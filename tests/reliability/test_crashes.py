@@ -1,6 +1,6 @@
 """Workers killed with SIGKILL at random points of their batches, again and
 again: every enqueued task still runs, no message stays leased, and every
-claim ends as the seed says (kept by a task that succeeded, released by one
+claim ends as the TypeScript package says (kept by a task that succeeded, released by one
 that gave up).
 
 Three ``consume_claimed`` processes share one PostgreSQL queue. Each run of
@@ -42,7 +42,7 @@ def make_tasks(rng: random.Random) -> list[dict[str, object]]:
     ]
 
 
-def test_sigkilled_workers_lose_nothing_and_leave_claims_as_the_seed_says(
+def test_sigkilled_workers_lose_nothing_and_leave_claims_as_the_typescript_package_says(
     fleet: Fleet,
 ) -> None:
     seed = random.randrange(2**32)

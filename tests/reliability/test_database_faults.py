@@ -3,7 +3,7 @@
 with its ``pg_ctl``; on another server every worker connection is
 terminated instead, which is what a restart does to a worker), and a claim
 write cut off by ``statement_timeout`` while another transaction holds its
-row. The workers recover, no task is lost, and the logs carry the seed's
+row. The workers recover, no task is lost, and the logs carry the TypeScript package's
 events (``queue.claim_hold_failed``, ``queue.claim_release_failed``).
 """
 
@@ -212,7 +212,7 @@ def test_a_timed_out_claim_write_is_logged_and_the_batch_goes_on(
     assert (stats.failed, stats.claim_write_failures) == (1, 1)
     assert [r.key for r in event_log.events("queue.task_failed")] == ["faults:c"]  # type: ignore[attr-defined]
     assert [r.key for r in event_log.events("queue.claim_release_failed")] == ["faults:c"]  # type: ignore[attr-defined]
-    # Acked all the same, the key claimed for the window, as the seed says.
+    # Acked all the same, the key claimed for the window, as the TypeScript package does.
     assert claims()["faults:c"][0] == c
     with connection.cursor() as cursor:
         cursor.execute(

@@ -1,6 +1,6 @@
 """taskclaim/claim.sql, read first: a held key is answered without writing,
 locking or a transaction id; a free or expired key still goes through the
-seed's upsert, exact under concurrency."""
+TypeScript package's upsert, exact under concurrency."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from django.db import connection, connections, transaction
 
 from astral_taskclaim import claim_task
 from astral_taskclaim.testing import hold_transaction
-from benchmarks.hot_keys import SEED_UPSERT
+from benchmarks.hot_keys import TS_UPSERT
 from tests.claimkit import (
     blocking_pids,
     claims,
@@ -24,7 +24,7 @@ from tests.claimkit import (
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
 
-# The seed's claim statement: one upsert, no read first.
+# The TypeScript package's claim statement: one upsert, no read first.
 
 
 def current_xid() -> int | None:
@@ -46,12 +46,12 @@ def test_a_held_key_takes_no_transaction_id() -> None:
     assert claims()["held"][0] == token
 
 
-def test_the_seeds_upsert_takes_a_transaction_id_for_a_held_key() -> None:
-    # What read-first saves: the seed's statement locks the row even though
+def test_the_typescript_upsert_takes_a_transaction_id_for_a_held_key() -> None:
+    # What read-first saves: the TypeScript package's statement locks the row even though
     # its WHERE leaves it unchanged.
     claim_task("held", window_seconds=600)
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(SEED_UPSERT, {"key": "held", "seconds": 600.0})
+        cursor.execute(TS_UPSERT, {"key": "held", "seconds": 600.0})
         assert cursor.fetchall() == []
         assert current_xid() is not None
 
