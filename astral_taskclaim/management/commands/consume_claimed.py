@@ -11,6 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 
 from ...conf import app_settings
+from ...queues import unknown_queue
 from ...worker import Worker
 
 #: Console log level by ``--verbosity``: 0 warnings, 1 a line per batch, 2+ debug.
@@ -47,11 +48,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         queue = options["queue"]
-        known = list(app_settings.QUEUES)
-        if queue not in known:
-            raise CommandError(
-                f"unknown queue {queue!r}; TASKCLAIM_QUEUES has: {', '.join(known) or 'none'}"
-            )
+        if queue not in app_settings.QUEUES:
+            raise CommandError(unknown_queue(queue))
         try:
             worker = Worker(
                 queue,

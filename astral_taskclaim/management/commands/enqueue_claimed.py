@@ -20,7 +20,7 @@ from django.db import connections
 
 from ...claims import enqueue_claimed, envelope, validate_key, validate_seconds
 from ...conf import app_settings
-from ...queues import BaseQueue, create_queue
+from ...queues import BaseQueue, create_queue, unknown_queue
 from ...tasks import registry
 
 #: Exit status when KEY is already claimed (nothing was sent).
@@ -89,11 +89,8 @@ class Command(BaseCommand):
         self.stdout.write(token)
 
     def _queue(self, alias: str) -> BaseQueue:
-        known = list(app_settings.QUEUES)
-        if alias not in known:
-            raise CommandError(
-                f"unknown queue {alias!r}; TASKCLAIM_QUEUES has: {', '.join(known) or 'none'}"
-            )
+        if alias not in app_settings.QUEUES:
+            raise CommandError(unknown_queue(alias))
         try:
             queue = create_queue(alias)
         except ImproperlyConfigured as error:
