@@ -51,7 +51,7 @@ from django.core import checks
 from django.db import connections
 from psycopg import sql
 
-from .. import sqlfiles, statements
+from .. import statements
 from ..conf import app_settings
 from ..connections import separate_connection
 from . import arguments
@@ -126,9 +126,7 @@ class PostgresQueue(BaseQueue):
 
     def _execute(self, path: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         self._problems.raise_first()
-        with connections[self.database].cursor() as cursor:
-            cursor.execute(sqlfiles.read(path), params)
-            return cursor.fetchall() if cursor.description else []
+        return statements.Connector(self.database).fetch(path, params)
 
     def send(self, body: Any, *, delay_seconds: float = 0) -> None:
         """Inserts ``body`` (visible after ``delay_seconds``) in the caller's
