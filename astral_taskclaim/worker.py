@@ -32,7 +32,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
@@ -57,10 +57,6 @@ IDLE_PAUSE = 1.0
 SETTLE_TRIES = 5
 
 
-#: The counters a batch's summary adds to a worker's totals.
-_COUNTERS = tuple(f.name for f in fields(ConsumeSummary) if f.type == "int")
-
-
 @dataclass
 class WorkerStats(ConsumeSummary):
     """What a worker did so far: the totals of its batches' summaries
@@ -74,10 +70,11 @@ class WorkerStats(ConsumeSummary):
     database_errors: int = 0
 
     def add(self, summary: ConsumeSummary) -> None:
-        """Adds one ``consume_claimed`` summary."""
-        for name in _COUNTERS:
-            setattr(self, name, getattr(self, name) + getattr(summary, name))
-        self.retry_delays.extend(summary.retry_delays)
+        """Adds one ``consume_claimed`` summary (:meth:`merge`)."""
+        self.merge(summary)
+
+    def __str__(self) -> str:
+        return self.describe(f"{self.received} received")
 
 
 class Worker:
@@ -185,11 +182,19 @@ class Worker:
                     close_old_connections()
         finally:
             self.backend.close()
+        # The totals go in the record's fields; the text stays apart from
+        # the per-batch lines (and the command prints the totals itself).
         logger.info(
-            "stopped consuming %s: %d received, %d ok, %d retried, %d failed",
-            *(self.queue, self.stats.received, self.stats.ok, self.stats.retried),
-            self.stats.failed,
-            extra={"event": "worker.stopped", "queue": self.queue},
+            "stopped consuming %s after %d batches",
+            *(self.queue, self.stats.batches),
+            extra={
+                "event": "worker.stopped",
+                "queue": self.queue,
+                "received": self.stats.received,
+                "ok": self.stats.ok,
+                "retried": self.stats.retried,
+                "failed": self.stats.failed,
+            },
         )
         return self.stats
 
@@ -227,7 +232,7 @@ class Worker:
                 # the rest to the retry below.
                 self._recover(error, interruptible=False)
                 break
-            _merge(summary, one)
+            summary.merge(one)
             done += 1
         returned = batch.messages[done:]
         for message in returned:
@@ -236,9 +241,8 @@ class Worker:
         stats.returned += len(returned)
         self._settle(batch.messages)
         logger.info(
-            "%s: %d received, %d ok, %d retried, %d failed, %d malformed, %d unparseable%s",
-            *(batch.queue, len(batch.messages), summary.ok, summary.retried, summary.failed),
-            *(summary.malformed, summary.unparseable),
+            "%s%s",
+            summary.describe(f"{len(batch.messages)} received"),
             f", {len(returned)} returned unrun" if returned else "",
             extra={
                 "event": "worker.batch",
@@ -302,13 +306,3 @@ def _count(name: str, value: object, *, maximum: int | None = None) -> int:
         upper = f" to {maximum}" if maximum is not None else " or more"
         raise ValueError(f"{name} must be from 1{upper}, got {value}")
     return value
-
-
-def _merge(total: ConsumeSummary, one: ConsumeSummary) -> None:
-    total.ok += one.ok
-    total.retried += one.retried
-    total.failed += one.failed
-    total.malformed += one.malformed
-    total.unparseable += one.unparseable
-    total.claim_write_failures += one.claim_write_failures
-    total.retry_delays.extend(one.retry_delays)

@@ -68,11 +68,7 @@ class Command(BaseCommand):
         with self._console_log(options["verbosity"]), worker.signal_handlers():
             stats = worker.run()
         if options["verbosity"] >= 1:
-            self.stdout.write(
-                f"{queue}: {stats.received} received, {stats.ok} ok, {stats.retried} retried, "
-                f"{stats.failed} failed, {stats.malformed} malformed, "
-                f"{stats.unparseable} unparseable"
-            )
+            self.stdout.write(str(stats))
 
     @contextmanager
     def _console_log(self, verbosity: int) -> Iterator[None]:
