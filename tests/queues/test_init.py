@@ -77,7 +77,7 @@ def test_an_unknown_alias_names_the_known_ones() -> None:
 
 @override_settings(TASKCLAIM_QUEUES={"jobs": {"BACKEND": "no.such.Backend"}})
 def test_a_backend_that_cannot_load_names_it() -> None:
-    with pytest.raises(ImproperlyConfigured, match="cannot import BACKEND 'no.such.Backend'"):
+    with pytest.raises(ImproperlyConfigured, match=r"cannot import BACKEND 'no\.such\.Backend'"):
         queues["jobs"]
 
 
@@ -97,7 +97,9 @@ def test_changing_the_setting_closes_and_replaces_the_instances() -> None:
 def test_an_invalid_setting_is_reported_on_use_not_when_set() -> None:
     with override_settings(TASKCLAIM_QUEUES={"jobs": CLOSING}):
         queues["jobs"]
-        with override_settings(TASKCLAIM_QUEUES=["not", "a", "dict"]):
-            with pytest.raises(ImproperlyConfigured, match="TASKCLAIM_QUEUES must be a dict"):
-                queues["jobs"]
+        with (
+            override_settings(TASKCLAIM_QUEUES=["not", "a", "dict"]),
+            pytest.raises(ImproperlyConfigured, match="TASKCLAIM_QUEUES must be a dict"),
+        ):
+            queues["jobs"]
         assert isinstance(queues["jobs"], ClosingQueue)
