@@ -18,7 +18,8 @@ prepare, so the connector runs such a statement from the innermost
 ``execute_wrapper()``: the application's own wrappers still see it (and may
 rewrite it), and it then goes to a server-binding psycopg cursor on the
 same connection, with the transaction and error handling Django's cursor
-applies to every query.
+applies to every query. While Django logs queries (``DEBUG``,
+``CaptureQueriesContext``) they run unprepared, so the log has their text.
 
 Django turns psycopg's prepared statements off by default (its
 ``prepare_threshold`` is ``None``) for the sake of transaction-mode
@@ -32,7 +33,6 @@ statements run through Django's cursor as they are, unprepared.
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
@@ -84,25 +84,25 @@ def may_prepare(connection: BaseDatabaseWrapper) -> bool:
 
 
 class _PreparingCursors(threading.local):
-    """Per thread, one server-binding psycopg cursor per open connection.
+    """Per thread, one server-binding psycopg cursor per database alias.
 
     Reusing a cursor keeps psycopg's adapters for our parameter and result
     types warm, a sizeable share of a claim's client-side time. Per thread,
     so two threads sharing a connection never interleave results on one
-    cursor; weakly keyed, so a closed connection takes its cursor along.
+    cursor. A cursor of a connection since closed is replaced on next use.
     """
 
     def __init__(self) -> None:
-        self.by_connection: weakref.WeakKeyDictionary[psycopg.Connection[Any], psycopg.Cursor[Any]]
-        self.by_connection = weakref.WeakKeyDictionary()
+        self.by_alias: dict[str, psycopg.Cursor[Any]] = {}
 
-    def get(self, connection: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
-        cursor = self.by_connection.get(connection)
-        if cursor is None:
+    def get(self, database: BaseDatabaseWrapper) -> psycopg.Cursor[Any]:
+        connection: psycopg.Connection[Any] = database.connection
+        cursor = self.by_alias.get(database.alias)
+        if cursor is None or cursor.connection is not connection:
             # A new connection (a reconnect too) starts from Django's None.
             if connection.prepare_threshold is None:
                 connection.prepare_threshold = EXPLICIT_ONLY
-            cursor = self.by_connection[connection] = psycopg.Cursor(connection)
+            cursor = self.by_alias[database.alias] = psycopg.Cursor(connection)
         return cursor
 
 
@@ -129,7 +129,7 @@ class _Prepared:
         # What Django's cursor checks and wraps around every query it runs.
         database.validate_no_broken_transaction()
         with database.wrap_database_errors:
-            cursor = _cursors.get(database.connection)
+            cursor = _cursors.get(database)
             cursor.execute(sql, params, prepare=True)
             self.rows = cursor.fetchall() if cursor.description else []
             self.rowcount = cursor.rowcount
@@ -167,7 +167,9 @@ class Connector:
         query = sqlfiles.read(path)
         connection = self.connection
         with connection.cursor() as cursor:
-            if prepare and may_prepare(connection):
+            # Django's query log (DEBUG, CaptureQueriesContext) cannot show the
+            # text of a statement psycopg ran prepared: logged, it runs as is.
+            if prepare and may_prepare(connection) and not connection.queries_logged:
                 prepared = _Prepared()
                 with connection.execute_wrapper(prepared):
                     cursor.execute(query, params)
