@@ -18,8 +18,11 @@ prepare, so the connector runs such a statement from the innermost
 ``execute_wrapper()``: the application's own wrappers still see it (and may
 rewrite it), and it then goes to a server-binding psycopg cursor on the
 same connection, with the transaction and error handling Django's cursor
-applies to every query. While Django logs queries (``DEBUG``,
-``CaptureQueriesContext``) they run unprepared, so the log has their text.
+applies to every query. With no wrapper installed the connector skips the
+Django cursor it would not use (making one costs a claim measurably) and
+opens and checks the connection as ``cursor()`` does. While Django logs
+queries (``DEBUG``, ``CaptureQueriesContext``) they run unprepared, so the
+log has their text.
 
 Django turns psycopg's prepared statements off by default (its
 ``prepare_threshold`` is ``None``) for the sake of transaction-mode
@@ -125,7 +128,10 @@ class _Prepared:
         many: bool,
         context: dict[str, Any],
     ) -> None:
-        database: BaseDatabaseWrapper = context["connection"]
+        self.run(context["connection"], sql, params)
+
+    def run(self, database: BaseDatabaseWrapper, sql: str, params: Any) -> None:
+        """Runs ``sql`` prepared on ``database``'s connection."""
         # What Django's cursor checks and wraps around every query it runs.
         database.validate_no_broken_transaction()
         with database.wrap_database_errors:
@@ -166,16 +172,25 @@ class Connector:
     ) -> tuple[Rows, int]:
         query = sqlfiles.read(path)
         connection = self.connection
-        with connection.cursor() as cursor:
-            # Django's query log (DEBUG, CaptureQueriesContext) cannot show the
-            # text of a statement psycopg ran prepared: logged, it runs as is.
-            if prepare and may_prepare(connection) and not connection.queries_logged:
-                prepared = _Prepared()
-                with connection.execute_wrapper(prepared):
-                    cursor.execute(query, params)
-                return prepared.rows, prepared.rowcount
-            cursor.execute(query, params)
-            return (cursor.fetchall() if cursor.description else []), cursor.rowcount
+        # Django's query log (DEBUG, CaptureQueriesContext) cannot show the
+        # text of a statement psycopg ran prepared: logged, it runs as is.
+        if not (prepare and may_prepare(connection) and not connection.queries_logged):
+            with connection.cursor() as cursor:
+                cursor.execute(query, params)
+                return (cursor.fetchall() if cursor.description else []), cursor.rowcount
+        prepared = _Prepared()
+        if connection.execute_wrappers:
+            with connection.cursor() as cursor, connection.execute_wrapper(prepared):
+                cursor.execute(query, params)
+        else:
+            # Nobody to pass the statement through: skip making a Django
+            # cursor it would not use, a good part of a claim's client-side
+            # time, and open and check the connection as cursor() does.
+            connection.close_if_health_check_failed()
+            connection.ensure_connection()
+            connection.validate_thread_sharing()
+            prepared.run(connection, query, params)
+        return prepared.rows, prepared.rowcount
 
 
 def run(alias: str, path: str, params: Mapping[str, Any]) -> Rows:
