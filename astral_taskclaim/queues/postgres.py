@@ -56,11 +56,10 @@ from django.core import checks
 from django.db import DatabaseError, DataError, IntegrityError, connections, transaction
 from psycopg import sql
 
-from .. import sqlfiles, statements
+from .. import statements
 from ..conf import app_settings
 from ..connections import separate_connection
 from ..logtext import printable
-from ..migrated import explains_missing_tables
 from . import arguments
 from .base import MAX_DELAY_SECONDS, BaseQueue, MessageBatch, QueueStatus, ReceivedMessage
 from .local_options import OptionProblems
@@ -133,12 +132,9 @@ class PostgresQueue(BaseQueue):
         W018 (``database`` is not ``TASKCLAIM_DATABASE``)."""
         return list(self._problems.messages)
 
-    @explains_missing_tables
     def _execute(self, path: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         self._problems.raise_first()
-        with connections[self.database].cursor() as cursor:
-            cursor.execute(sqlfiles.read(path), params)
-            return cursor.fetchall() if cursor.description else []
+        return statements.Connector(self.database).fetch(path, params)
 
     def send(self, body: Any, *, delay_seconds: float = 0) -> None:
         """Inserts ``body`` (visible after ``delay_seconds``) in the caller's
