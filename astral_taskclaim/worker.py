@@ -15,6 +15,10 @@ worker gets them (their next delivery counts one more attempt). A second
 signal exits the process at once (status 128 + signal): its leased messages
 come back when their leases run out.
 
+A batch's leases are extended while it runs, where the queue allows it
+(:mod:`astral_taskclaim.lease_keeper`), so tasks may run longer than the
+queue's visibility timeout; elsewhere the lease must outlast a whole batch.
+
 Database and queue errors (a restarted server, a network blip) do not stop
 the worker: it closes its connections and tries again with exponential
 backoff (0.5 s to 30 s), logging ``worker.database_error``. Nothing is
@@ -30,8 +34,9 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, fields
 from types import FrameType
 from typing import Any
@@ -41,6 +46,7 @@ from django.db import Error as DjangoDatabaseError
 from django.db import close_old_connections, connections
 
 from .consume import ConsumeSummary
+from .lease_keeper import LeaseKeeper, lease_length
 from .queues import BaseQueue, MessageBatch, QueueError, ReceivedMessage, create_queue
 from .tasks import ClaimedTask, registry
 
@@ -71,13 +77,14 @@ class WorkerStats(ConsumeSummary):
     received: int = 0
     #: Messages received but not run (shutdown or a database error), retried at once.
     returned: int = 0
+    #: Messages not run: another delivery took them before their leases
+    #: could be extended (the worker was stalled past its lease).
+    leases_lost: int = 0
     database_errors: int = 0
 
     def add(self, summary: ConsumeSummary) -> None:
         """Adds one ``consume_claimed`` summary."""
-        for name in _COUNTERS:
-            setattr(self, name, getattr(self, name) + getattr(summary, name))
-        self.retry_delays.extend(summary.retry_delays)
+        _add(self, summary)
 
 
 class Worker:
@@ -121,6 +128,8 @@ class Worker:
         self._exit = exit
         self._stop = threading.Event()
         self._backoff = FIRST_BACKOFF
+        self._lease_seconds: float | None = None
+        self._received_at = 0.0
 
     def __repr__(self) -> str:
         return f"<Worker {self.queue!r} task={self.task.name}>"
@@ -170,6 +179,12 @@ class Worker:
             self.task.name,
             extra={"event": "worker.started", "queue": self.queue, "task": self.task.name},
         )
+        if not self.backend.supports_lease_extension:
+            logger.info(
+                "%s cannot extend leases: its lease must outlast a batch of %d messages",
+                *(self.queue, self.batch_size),
+                extra={"event": "worker.leases_not_extended", "queue": self.queue},
+            )
         try:
             while not self._stop.is_set():
                 limit = self.batch_size
@@ -201,6 +216,7 @@ class Worker:
             except RECOVERABLE as error:
                 self._recover(error, interruptible=True)
                 continue
+            self._received_at = time.monotonic()
             self._backoff = FIRST_BACKOFF
             if batch.messages:
                 return batch
@@ -216,20 +232,9 @@ class Worker:
         stats.batches += 1
         stats.received += len(batch.messages)
         summary = ConsumeSummary(queue=batch.queue)
-        done = 0
-        for message in batch.messages:
-            if self._stop.is_set():
-                break
-            try:
-                one = self.task.consume(MessageBatch(batch.queue, [message]), using=self.using)
-            except RECOVERABLE as error:
-                # The claims database is unreachable: leave this message and
-                # the rest to the retry below.
-                self._recover(error, interruptible=False)
-                break
-            _merge(summary, one)
-            done += 1
-        returned = batch.messages[done:]
+        with self._lease_keeper(batch.messages) as keeper:
+            done = self._run(batch, summary, keeper)
+        returned = [m for m in batch.messages[done:] if keeper is None or not keeper.lost(m)]
         for message in returned:
             message.retry(delay_seconds=0)
         stats.add(summary)
@@ -252,6 +257,41 @@ class Worker:
                 "returned": len(returned),
                 "retry_delays": list(summary.retry_delays),
             },
+        )
+
+    def _run(self, batch: MessageBatch, summary: ConsumeSummary, keeper: LeaseKeeper | None) -> int:
+        """Runs the batch's messages in order until done or stopped; how
+        many it went through (a message lost to another delivery is
+        skipped: its new consumer runs it)."""
+        done = 0
+        for message in batch.messages:
+            if self._stop.is_set():
+                break
+            done += 1
+            if keeper is not None and keeper.lost(message):
+                self.stats.leases_lost += 1
+                continue
+            try:
+                one = self.task.consume(MessageBatch(batch.queue, [message]), using=self.using)
+            except RECOVERABLE as error:
+                # The claims database is unreachable: leave this message and
+                # the rest to the retry below.
+                self._recover(error, interruptible=False)
+                return done - 1
+            _add(summary, one)
+        return done
+
+    def _lease_keeper(
+        self, messages: list[ReceivedMessage]
+    ) -> AbstractContextManager[LeaseKeeper | None]:
+        """A :class:`LeaseKeeper` for the batch while it runs, if the queue
+        can extend leases (and tell how long they are); else ``None``."""
+        if self.backend.supports_lease_extension and self._lease_seconds is None:
+            self._lease_seconds = lease_length(self.backend)  # None: asked again next batch
+        if not self.backend.supports_lease_extension or not self._lease_seconds:
+            return nullcontext()
+        return LeaseKeeper(
+            self.backend, messages, lease_seconds=self._lease_seconds, leased_at=self._received_at
         )
 
     def _settle(self, messages: list[ReceivedMessage]) -> None:
@@ -304,11 +344,7 @@ def _count(name: str, value: object, *, maximum: int | None = None) -> int:
     return value
 
 
-def _merge(total: ConsumeSummary, one: ConsumeSummary) -> None:
-    total.ok += one.ok
-    total.retried += one.retried
-    total.failed += one.failed
-    total.malformed += one.malformed
-    total.unparseable += one.unparseable
-    total.claim_write_failures += one.claim_write_failures
+def _add(total: ConsumeSummary, one: ConsumeSummary) -> None:
+    for name in _COUNTERS:
+        setattr(total, name, getattr(total, name) + getattr(one, name))
     total.retry_delays.extend(one.retry_delays)
