@@ -59,10 +59,10 @@ def received(queue: MemoryQueue, count: int) -> list[ReceivedMessage]:
 def test_a_failed_extension_is_logged_and_tried_again() -> None:
     queue = FlakyMemoryQueue()
     messages = received(queue, 2)
-    with EventWaiter("worker.lease_extension_failed") as failed:
-        with LeaseKeeper(queue, messages, lease_seconds=3) as keeper:
-            assert failed.wait(30)
-            assert queue.extended.wait(30)
+    waiter = EventWaiter("worker.lease_extension_failed")
+    with waiter as failed, LeaseKeeper(queue, messages, lease_seconds=3) as keeper:
+        assert failed.wait(30)
+        assert queue.extended.wait(30)
     assert keeper.extensions >= 1
     assert not any(keeper.lost(message) for message in messages)
     assert "unreachable" in failed.records[0].getMessage()
@@ -75,11 +75,9 @@ def test_a_lease_known_to_have_run_out_is_not_extended() -> None:
     queue = MemoryQueue("keeper", options={"queue_name": uuid.uuid4().hex})
     messages = received(queue, 2)
     before = visible_in(queue)
-    with EventWaiter("worker.lease_lost") as lost:
-        with LeaseKeeper(
-            queue, messages, lease_seconds=1, leased_at=time.monotonic() - 5
-        ) as keeper:
-            assert lost.wait(30)
+    stalled = LeaseKeeper(queue, messages, lease_seconds=1, leased_at=time.monotonic() - 5)
+    with EventWaiter("worker.lease_lost") as lost, stalled as keeper:
+        assert lost.wait(30)
     assert all(keeper.lost(message) for message in messages)
     assert keeper.lost_count == 2
     assert keeper.extensions == 0
