@@ -15,11 +15,18 @@ from benchmarks.memory import resident_bytes, warm_samples
 
 @pytest.fixture
 def child() -> Iterator[subprocess.Popen[bytes]]:
-    """A Python process that runs until its stdin is closed."""
+    """A Python process, started (it said so), that runs until its stdin is
+    closed."""
     process = subprocess.Popen(
-        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+        [sys.executable, "-c", "import sys; print('ready', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
     )
+    assert process.stdout is not None
+    # Sampled before this, it may still be an exec under way, with a tiny RSS.
+    assert process.stdout.readline() == b"ready\n"
     yield process
+    process.stdout.close()
     if process.stdin and not process.stdin.closed:
         process.stdin.close()
     process.wait(timeout=30)
