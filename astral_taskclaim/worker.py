@@ -15,6 +15,10 @@ worker gets them (their next delivery counts one more attempt). A second
 signal exits the process at once (status 128 + signal): its leased messages
 come back when their leases run out.
 
+A batch's leases are extended while it runs, where the queue allows it
+(:mod:`astral_taskclaim.lease_keeper`), so tasks may run longer than the
+queue's visibility timeout; elsewhere the lease must outlast a whole batch.
+
 Database and queue errors (a restarted server, a network blip) do not stop
 the worker: it closes its connections and tries again with exponential
 backoff (0.5 s to 30 s), logging ``worker.database_error``. Nothing is
@@ -32,7 +36,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -42,6 +46,7 @@ from django.db import Error as DjangoDatabaseError
 from django.db import close_old_connections, connections
 
 from .consume import ConsumeSummary
+from .lease_keeper import LeaseKeeper, lease_length
 from .logtext import printable
 from .migrated import NotMigratedError
 from .queues import BaseQueue, MessageBatch, QueueError, ReceivedMessage, create_queue
@@ -91,6 +96,9 @@ class WorkerStats(ConsumeSummary):
     received: int = 0
     #: Messages received but not run (shutdown or a database error), retried at once.
     returned: int = 0
+    #: Messages not run: another delivery took them before their leases
+    #: could be extended (the worker was stalled past its lease).
+    leases_lost: int = 0
     database_errors: int = 0
     #: Messages whose settlement could not be written: leased until their
     #: leases run out, then delivered again.
@@ -148,6 +156,8 @@ class Worker:
         self.on_run = on_run
         self._stop = threading.Event()
         self._backoff = FIRST_BACKOFF
+        self._lease_seconds: float | None = None
+        self._received_at = 0.0
 
     def __repr__(self) -> str:
         return f"<Worker {self.queue!r} task={self.task.name}>"
@@ -197,6 +207,12 @@ class Worker:
             self.task.name,
             extra={"event": "worker.started", "queue": self.queue, "task": self.task.name},
         )
+        if not self.backend.supports_lease_extension:
+            logger.info(
+                "%s cannot extend leases: its lease must outlast a batch of %d messages",
+                *(self.queue, self.batch_size),
+                extra={"event": "worker.leases_not_extended", "queue": self.queue},
+            )
         try:
             while not self._stop.is_set():
                 limit = self.batch_size
@@ -238,6 +254,7 @@ class Worker:
             except RECOVERABLE as error:
                 self._recover(error, interruptible=True)
                 continue
+            self._received_at = time.monotonic()
             self._backoff = FIRST_BACKOFF
             if batch.messages:
                 return batch
@@ -253,23 +270,9 @@ class Worker:
         stats.batches += 1
         stats.received += len(batch.messages)
         summary = ConsumeSummary(queue=batch.queue)
-        done = 0
-        for message in batch.messages:
-            if self._stop.is_set():
-                break
-            started = time.monotonic()
-            try:
-                one = self.task.consume(MessageBatch(batch.queue, [message]), using=self.using)
-            except RECOVERABLE as error:
-                # The claims database is unreachable: leave this message and
-                # the rest to the retry below.
-                self._recover(error, interruptible=False)
-                break
-            summary.merge(one)
-            done += 1
-            if self.on_run is not None:
-                self.on_run(_task_run(batch.queue, message, one, time.monotonic() - started))
-        returned = batch.messages[done:]
+        with self._lease_keeper(batch.messages) as keeper:
+            done = self._run(batch, summary, keeper)
+        returned = [m for m in batch.messages[done:] if keeper is None or not keeper.lost(m)]
         for message in returned:
             message.retry(delay_seconds=0)
         stats.add(summary)
@@ -291,6 +294,44 @@ class Worker:
                 "returned": len(returned),
                 "retry_delays": list(summary.retry_delays),
             },
+        )
+
+    def _run(self, batch: MessageBatch, summary: ConsumeSummary, keeper: LeaseKeeper | None) -> int:
+        """Runs the batch's messages in order until done or stopped; how
+        many it went through (a message lost to another delivery is
+        skipped: its new consumer runs it)."""
+        done = 0
+        for message in batch.messages:
+            if self._stop.is_set():
+                break
+            done += 1
+            if keeper is not None and keeper.lost(message):
+                self.stats.leases_lost += 1
+                continue
+            started = time.monotonic()
+            try:
+                one = self.task.consume(MessageBatch(batch.queue, [message]), using=self.using)
+            except RECOVERABLE as error:
+                # The claims database is unreachable: leave this message and
+                # the rest to the retry below.
+                self._recover(error, interruptible=False)
+                return done - 1
+            summary.merge(one)
+            if self.on_run is not None:
+                self.on_run(_task_run(batch.queue, message, one, time.monotonic() - started))
+        return done
+
+    def _lease_keeper(
+        self, messages: list[ReceivedMessage]
+    ) -> AbstractContextManager[LeaseKeeper | None]:
+        """A :class:`LeaseKeeper` for the batch while it runs, if the queue
+        can extend leases (and tell how long they are); else ``None``."""
+        if self.backend.supports_lease_extension and self._lease_seconds is None:
+            self._lease_seconds = lease_length(self.backend)  # None: asked again next batch
+        if not self.backend.supports_lease_extension or not self._lease_seconds:
+            return nullcontext()
+        return LeaseKeeper(
+            self.backend, messages, lease_seconds=self._lease_seconds, leased_at=self._received_at
         )
 
     def _settle(self, messages: list[ReceivedMessage]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import fields
@@ -13,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection
+from django.db import connection, connections
 from django.test import override_settings
 
 from astral_taskclaim import worker as worker_module
@@ -23,6 +24,7 @@ from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
 from astral_taskclaim.worker import Worker, WorkerStats
 from tests.claimkit import claims, django_pid, empty_claims, terminate  # noqa: F401
+from tests.eventkit import EventWaiter
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
 
@@ -251,3 +253,83 @@ def test_stats_merge_every_counter_of_a_summary_and_print_them_one_way() -> None
         "12 claim writes failed"
     )
     assert str(one).startswith("jobs: 15 messages, 1 ok, 2 retried,")
+
+
+def short_leases(queue: PostgresQueue) -> PostgresQueue:
+    """Another consumer of ``queue``'s messages, leasing them for 2 s."""
+    return PostgresQueue("jobs", options={"queue_name": queue.queue_name, "visibility_timeout": 2})
+
+
+def in_thread(worker: Worker) -> threading.Thread:
+    def run() -> None:
+        try:
+            worker.run()
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_a_batch_running_past_its_leases_keeps_them(
+    queue: PostgresQueue, caplog: pytest.LogCaptureFixture
+) -> None:
+    started, release = threading.Event(), threading.Event()
+    ran: list[int] = []
+
+    def run(task: Any) -> None:
+        ran.append(task["id"])
+        if task["id"] == 1:
+            started.set()
+            assert release.wait(60)
+
+    send(queue, 1, 2, 3)
+    backend, rival = short_leases(queue), short_leases(queue)
+    worker = Worker("jobs", task=make_task(run), backend=backend, batch_size=3, wait=0, burst=True)
+    with caplog.at_level(logging.INFO):
+        thread = in_thread(worker)
+        assert started.wait(30)
+        # Two leases long, another consumer finds none of the batch: not the
+        # running message, nor the two waiting their turn.
+        assert rival.receive(max_messages=3, wait_seconds=4).messages == []
+        release.set()
+        thread.join(60)
+    rival.close()
+    assert ran == [1, 2, 3]
+    assert (worker.stats.ok, worker.stats.leases_lost) == (3, 0)
+    assert rows(queue) == []
+    assert "queue.settle_stale" not in [getattr(r, "event", None) for r in caplog.records]
+
+
+def test_a_message_another_delivery_took_is_not_run(queue: PostgresQueue) -> None:
+    ran: list[int] = []
+    backend, rival = short_leases(queue), short_leases(queue)
+    taken: list[Any] = []
+
+    def run(task: Any) -> None:
+        ran.append(task["id"])
+        if task["id"] == 1:
+            # As if this worker had stalled past message 2's lease: it runs
+            # out, and another consumer receives it.
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    """UPDATE taskclaim.message SET visible_at = clock_timestamp()
+                       WHERE queue = %s AND (body::json->'task'->>'id')::int = 2""",
+                    [queue.queue_name],
+                )
+            taken.extend(rival.receive(max_messages=3).messages)
+            assert lost.wait(30)  # the worker's next extension finds it gone
+
+    send(queue, 1, 2, 3)
+    worker = Worker("jobs", task=make_task(run), backend=backend, batch_size=3, wait=0, burst=True)
+    with EventWaiter("worker.lease_lost") as lost:
+        worker.run()
+    assert ran == [1, 3]
+    assert [message.body["task"]["id"] for message in taken] == [2]
+    assert (worker.stats.ok, worker.stats.leases_lost, worker.stats.returned) == (2, 1, 0)
+    assert rows(queue) == [(2, 2, True, False)]  # still the rival's
+    taken[0].ack()
+    rival.settle(taken)
+    rival.close()
+    assert rows(queue) == []

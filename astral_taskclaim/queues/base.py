@@ -120,12 +120,18 @@ class BaseQueue(ABC):
         living in the claims database can): ``enqueue_claimed`` may then run
         inside ``transaction.atomic()``, and claim and message commit
         together.
+    ``supports_lease_extension``
+        :meth:`extend_leases` can push back the end of a received message's
+        lease, so a worker keeps the messages of a long batch (or one long
+        task) to itself however long they run. Without it, the lease a
+        receive grants must outlast the whole batch.
     """
 
     max_batch_size: ClassVar[int] = 100
     max_delay_seconds: ClassVar[int] = MAX_DELAY_SECONDS
     max_body_bytes: ClassVar[int] = 128 * 1024
     transactional: ClassVar[bool] = False
+    supports_lease_extension: ClassVar[bool] = False
 
     def __init__(self, alias: str, *, options: Mapping[str, Any] | None = None) -> None:
         self.alias = alias
@@ -178,6 +184,22 @@ class BaseQueue(ABC):
         """Applies the recorded ``ack()``/``retry()`` of ``messages`` in as
         few calls as the engine allows; unsettled ones are left to their
         lease's expiry (and redelivered)."""
+
+    def lease_seconds(self) -> float | None:
+        """Seconds a :meth:`receive` leases its messages for, when known
+        (``None``: the engine decides, and this backend cannot tell)."""
+        return None
+
+    def extend_leases(
+        self, messages: Sequence[ReceivedMessage], *, seconds: float
+    ) -> list[ReceivedMessage]:
+        """Makes the leases of ``messages`` (received from this backend)
+        run ``seconds`` from now; returns those still leased under the
+        receipt they came with. A message whose lease ran out and was taken
+        by another delivery is left alone and not returned: its current
+        consumer owns it. Only where ``supports_lease_extension`` is true;
+        ``NotImplementedError`` elsewhere."""
+        raise NotImplementedError(f"queue {self.alias!r} cannot extend leases")
 
     def check(self) -> list[checks.CheckMessage]:
         """System-check messages about this queue's configuration."""

@@ -21,8 +21,10 @@ The default backend; no other service is needed::
 - ``settle`` costs one statement for the whole batch: acks deleted,
   retries visible again after each delay, a NOTIFY for those due at once. A
   settlement whose lease ran out and was taken by another delivery is
-  skipped and logged (``queue.settle_stale``): raise ``visibility_timeout``
-  above a batch's run time.
+  skipped and logged (``queue.settle_stale``).
+- ``extend_leases`` moves ``visible_at`` of the rows still under the lease
+  they were received with (one statement), so a worker keeps a batch that
+  runs longer than ``visibility_timeout`` (``supports_lease_extension``).
 - An idle ``receive(wait_seconds=...)`` sleeps on ``LISTEN
   "taskclaim.<queue_name>"`` (a trigger NOTIFYs on insert) and wakes when
   the next delayed message is due; it polls every ``poll_interval``
@@ -82,6 +84,7 @@ class PostgresQueue(BaseQueue):
     """A queue in ``taskclaim.message`` (see the module docstring)."""
 
     transactional = True
+    supports_lease_extension = True
 
     def __init__(self, alias: str, *, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(alias, options=options)
@@ -289,6 +292,29 @@ class PostgresQueue(BaseQueue):
             self._log_stale_settlements(
                 stale, advice="raise visibility_timeout above a batch's run time"
             )
+
+    def lease_seconds(self) -> float:
+        """``visibility_timeout``: how long a receive leases its messages."""
+        return self.visibility_timeout
+
+    def extend_leases(
+        self, messages: Sequence[ReceivedMessage], *, seconds: float
+    ) -> list[ReceivedMessage]:
+        """Leases of ``messages`` end ``seconds`` from now (never earlier
+        than they did), for the rows still under the lease each was received
+        with: one statement (``queue/extend.sql``). Returns those extended;
+        safe from another thread (it uses that thread's connection)."""
+        seconds = arguments.lease_seconds(seconds, self.max_delay_seconds)
+        receipts = {_receipt(message): message for message in messages}
+        if not receipts:
+            return []
+        params = {
+            "ids": [id_ for id_, _ in receipts],
+            "leases": [lease for _, lease in receipts],
+            "seconds": seconds,
+        }
+        extended = {id_ for (id_,) in self._execute("queue/extend.sql", params)}
+        return [message for (id_, _), message in receipts.items() if id_ in extended]
 
     def _ensure_listener(self) -> bool:
         if self._listener is not None and not self._listener.closed:

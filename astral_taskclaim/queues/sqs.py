@@ -325,6 +325,65 @@ class SQSQueue(RemoteQueue):
             )
             raise QueueError(f"SQS queue {self.alias!r}: not settled: {'; '.join(failed)}")
 
+    # Lease extension
+
+    supports_lease_extension = True
+    _queue_visibility: int | None = None
+
+    def lease_seconds(self) -> float:
+        """``visibility_timeout``, or the queue's own ``VisibilityTimeout``
+        (one ``GetQueueAttributes`` call, remembered)."""
+        client, config = self._connect()
+        if config["visibility_timeout"] is not None:
+            return float(config["visibility_timeout"])
+        if self._queue_visibility is None:
+            response = self._call(
+                "GetQueueAttributes",
+                client.get_queue_attributes,
+                QueueUrl=config["queue_url"],
+                AttributeNames=["VisibilityTimeout"],
+            )
+            self._queue_visibility = int(response["Attributes"]["VisibilityTimeout"])
+        return float(self._queue_visibility)
+
+    def extend_leases(
+        self, messages: Sequence[ReceivedMessage], *, seconds: float
+    ) -> list[ReceivedMessage]:
+        """``ChangeMessageVisibilityBatch``, 10 per call: each message is
+        hidden ``seconds`` (rounded up) from now, within SQS's 12 hours from
+        its receive. Returns those SQS changed; one it refuses (its receipt
+        handle no longer current) is left to its current consumer."""
+        whole = math.ceil(arguments.lease_seconds(seconds, self.max_delay_seconds))
+        receipts = [message.receipt for message in messages]
+        if not all(isinstance(receipt, Receipt) for receipt in receipts):
+            raise ValueError("extend_leases: a message was not received from an SQSQueue")
+        client, config = self._connect()
+        now = time.monotonic()
+        extended: list[ReceivedMessage] = []
+        for start in range(0, len(messages), self.max_batch_size):
+            chunk = messages[start : start + self.max_batch_size]
+            entries = [
+                {
+                    "Id": str(index),
+                    "ReceiptHandle": message.receipt.handle,
+                    "VisibilityTimeout": self._visibility_within_limit(whole, message.receipt, now),
+                }
+                for index, message in enumerate(chunk)
+            ]
+            response = self._call(
+                "ChangeMessageVisibilityBatch",
+                client.change_message_visibility_batch,
+                QueueUrl=config["queue_url"],
+                Entries=entries,
+            )
+            extended += [chunk[int(entry["Id"])] for entry in response.get("Successful", [])]
+        return extended
+
+    def _visibility_within_limit(self, seconds: int, receipt: Receipt, now: float) -> int:
+        # SQS counts its 12-hour visibility limit from the receive.
+        room = self.max_delay_seconds - math.ceil(now - receipt.received_at)
+        return max(min(seconds, room), 0)
+
     def _decode(self, item: dict[str, Any], received_at: float) -> ReceivedMessage:
         raw = item.get("Body", "")
         try:
