@@ -28,7 +28,12 @@ Settlement = Literal["ack", "retry"]
 
 
 class QueueError(Exception):
-    """A queue backend failed; the message names the queue and the cause."""
+    """A queue backend failed; the message names the queue and the cause.
+
+    ``retry_after``: seconds the service asked to wait before trying again
+    (``Retry-After``), if it said."""
+
+    retry_after: float | None = None
 
 
 class PartlySentError(QueueError):
@@ -129,7 +134,7 @@ class BaseQueue(ABC):
     max_batch_size: ClassVar[int] = 100
     max_delay_seconds: ClassVar[int] = MAX_DELAY_SECONDS
     max_body_bytes: ClassVar[int] = 128 * 1024
-    transactional: ClassVar[bool] = False
+    transactional: bool = False
 
     def __init__(self, alias: str, *, options: Mapping[str, Any] | None = None) -> None:
         self.alias = alias

@@ -67,7 +67,7 @@ class Command(BaseCommand):
         errors = [message.msg for message in worker.backend.check() if message.is_serious()]
         if errors:
             raise CommandError("; ".join(errors))
-        with self._console_log(options["verbosity"]), worker.signal_handlers():
+        with console_log(self.stderr, options["verbosity"]), worker.signal_handlers():
             stats = worker.run()
         if options["verbosity"] >= 1:
             self.stdout.write(
@@ -76,23 +76,25 @@ class Command(BaseCommand):
                 f"{stats.unparseable} unparseable"
             )
 
-    @contextmanager
-    def _console_log(self, verbosity: int) -> Iterator[None]:
-        """Shows the app's log records at ``verbosity`` on stderr while running."""
-        level = LEVELS.get(verbosity, logging.DEBUG)
-        handler = logging.StreamHandler(_Unstyled(self.stderr))
-        handler.setLevel(level)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        logger = logging.getLogger("astral_taskclaim")
-        previous = logger.level
-        if logger.getEffectiveLevel() > level:
-            logger.setLevel(level)
-        logger.addHandler(handler)
-        try:
-            yield
-        finally:
-            logger.removeHandler(handler)
-            logger.setLevel(previous)
+
+@contextmanager
+def console_log(stderr: OutputWrapper, verbosity: int) -> Iterator[None]:
+    """Shows the app's log records at ``verbosity`` on a command's
+    ``stderr`` while running."""
+    level = LEVELS.get(verbosity, logging.DEBUG)
+    handler = logging.StreamHandler(_Unstyled(stderr))
+    handler.setLevel(level)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger = logging.getLogger("astral_taskclaim")
+    previous = logger.level
+    if logger.getEffectiveLevel() > level:
+        logger.setLevel(level)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)
 
 
 class _Unstyled:
