@@ -136,9 +136,9 @@ def integer(low: int, high: int) -> Callable[[Any], int]:
 
 def flag(value: Any) -> bool:
     """``True`` or ``False``."""
-    if not isinstance(value, bool):
-        raise ValueError("must be True or False")
-    return value
+    if isinstance(value, bool):
+        return value
+    raise ValueError("must be True or False")
 
 
 def optional(validate: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -239,11 +239,10 @@ class RemoteQueue(BaseQueue):
     the same problems reported by :meth:`check` and raised on use, and a
     client opened on first use that :meth:`close` closes.
 
-    With the ``outbox`` option on, ``send`` and ``send_many`` write rows to
-    the transactional outbox (:mod:`.outbox`) through the claims database's
-    connection instead of calling the service: the queue is then
-    ``transactional``, and ``enqueue_claimed`` writes claim and outbox row
-    in one statement. The relay calls :meth:`deliver` to send them.
+    With ``outbox`` on, ``send``/``send_many`` write rows to the outbox
+    (:mod:`.outbox`) in the claims database instead of calling the service,
+    the queue is ``transactional``, and the relay sends the rows with
+    :meth:`deliver`.
     """
 
     #: The backend's options, name to :class:`Option`.
@@ -261,8 +260,6 @@ class RemoteQueue(BaseQueue):
         if self.outbox:
             self.transactional = True
             self.database = app_settings.DATABASE
-
-    # Sending: to the outbox, or to the service.
 
     def claim_statement(self, alias: str) -> ClaimStatement | None:
         """With an outbox in database ``alias``, the statements writing
