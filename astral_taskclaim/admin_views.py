@@ -25,6 +25,7 @@ from .admin_messages import queue_names
 from .admin_queries import Count, estimated_count
 from .conf import app_settings
 from .models import Claim, QueueMessage
+from .queues.outbox import outbox_status
 from .statements import Connector
 
 if TYPE_CHECKING:
@@ -116,6 +117,8 @@ def overview(request: HttpRequest, *, claim_admin: ClaimAdmin) -> HttpResponse:
         "active": estimated_count(claims.active()),
         "expired": estimated_count(claims.expired()),
         "queues": queues,
+        # Remote queues' outboxes: rows the relay has not sent yet.
+        "outboxes": outbox_status(using=using),
         "chart": timeline_chart(series, bucket_minutes=BUCKET_MINUTES),
         "hours": BUCKETS * BUCKET_MINUTES // 60,
     }

@@ -63,7 +63,14 @@ from ..conf import app_settings
 from ..connections import separate_connection
 from ..logtext import printable
 from . import arguments
-from .base import MAX_DELAY_SECONDS, BaseQueue, MessageBatch, QueueStatus, ReceivedMessage
+from .base import (
+    MAX_DELAY_SECONDS,
+    BaseQueue,
+    ClaimStatement,
+    MessageBatch,
+    QueueStatus,
+    ReceivedMessage,
+)
 from .local_options import OptionProblems
 
 logger = logging.getLogger(__name__)
@@ -138,6 +145,21 @@ class PostgresQueue(BaseQueue):
     def _execute(self, path: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         self._problems.raise_first()
         return statements.Connector(self.database).fetch(path, params)
+
+    def claim_statement(self, alias: str) -> ClaimStatement | None:
+        """``taskclaim/enqueue.sql`` (and ``bulk_enqueue.sql``) when this
+        queue lives in database ``alias``: claims and messages in one
+        statement. A subclass that overrides ``send`` or ``send_many`` has
+        them called instead, after the claim."""
+        kind = type(self)
+        stock = kind.send is PostgresQueue.send and kind.send_many is PostgresQueue.send_many
+        if alias != self.database or not stock:
+            return None
+        return ClaimStatement(
+            one="taskclaim/enqueue.sql",
+            many="taskclaim/bulk_enqueue.sql",
+            params={"queue": self.queue_name},
+        )
 
     def send(self, body: Any, *, delay_seconds: float = 0) -> None:
         """Inserts ``body`` (visible after ``delay_seconds``) in the caller's

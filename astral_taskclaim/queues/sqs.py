@@ -45,8 +45,8 @@ from .remote import (
     Option,
     OptionProblem,
     RemoteQueue,
-    batch_bodies,
     chunks,
+    flag,
     http_url,
     integer,
     optional,
@@ -80,6 +80,7 @@ OPTIONS = {
         integer(0, MAX_WAIT_TIME_SECONDS), default=DEFAULT_WAIT_TIME_SECONDS
     ),
     "visibility_timeout": Option(optional(integer(0, 43_200)), default=None),
+    "outbox": Option(flag, default=False),
 }
 _SECRETS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
 
@@ -100,7 +101,8 @@ class SQSQueue(RemoteQueue):
     ``aws_session_token``), each left to boto3 when not given;
     ``wait_time_seconds`` (longest long poll per call, 0-20, default 10);
     ``visibility_timeout`` (seconds a received message stays leased,
-    default the queue's own).
+    default the queue's own); ``outbox`` (default ``False``: send through
+    the transactional outbox and its relay, see :mod:`.outbox`).
     """
 
     max_batch_size = 10
@@ -194,7 +196,7 @@ class SQSQueue(RemoteQueue):
             )
         return data
 
-    def send(self, body: Any, *, delay_seconds: float = 0) -> None:
+    def deliver_one(self, body: Any, *, delay_seconds: float = 0) -> None:
         """``SendMessage``; ``delay_seconds`` (rounded up) at most 900. With
         no delay, no ``DelaySeconds`` is sent and the queue's own delay
         applies."""
@@ -215,14 +217,11 @@ class SQSQueue(RemoteQueue):
             **delayed,
         )
 
-    def send_many(self, bodies: Sequence[Any]) -> None:
-        """Sends at most 10 ``bodies`` with one ``SendMessageBatch``; every
-        body is checked first. Bodies over 256 KB in all are split over
-        several calls, which is then not atomic: when only some bodies were
-        sent (entries in SQS's ``Failed`` list, or a later call failing),
-        :class:`PartlySentError` names the others."""
-        batch_bodies(f"queue {self.alias!r}", bodies, self.max_batch_size)
-        encoded = [self.encode(body) for body in bodies]
+    def deliver(self, encoded: Sequence[bytes]) -> None:
+        """Sends ``encoded`` bodies with ``SendMessageBatch``: one call per
+        10 bodies or 256 KB. Several calls are not atomic: when only some
+        bodies were sent (entries in SQS's ``Failed`` list, or a later call
+        failing), :class:`PartlySentError` names the others."""
         client, config = self._connect()
         start = 0
         for chunk in chunks(encoded, self.max_batch_size, MAX_BATCH_BYTES):

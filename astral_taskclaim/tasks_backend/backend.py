@@ -31,7 +31,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, transaction
 
 from .. import statements
-from ..claims import enqueue_claimed, in_transaction, sends_in_database
+from ..claims import enqueue_claimed, in_transaction
 from ..envelope import message_body
 from ..queues import BaseQueue, queues
 from ..queues.postgres import PostgresQueue
@@ -55,6 +55,14 @@ DEFAULT_MAX_RETRIES = 3
 #: Tries of the one-statement enqueue when a racing claim of the key ends
 #: between its check and its insert (the holder is then read again).
 ENQUEUE_TRIES = 3
+
+
+def _in_claims_database(queue: BaseQueue, database: str) -> PostgresQueue | None:
+    """``queue`` if it is a stock PostgreSQL queue in ``database``, where
+    claim, message and result row can be one statement; else ``None``."""
+    if isinstance(queue, PostgresQueue) and queue.claim_statement(database) is not None:
+        return queue
+    return None
 
 
 # The claim window of a run that does not coalesce (its key is unique).
@@ -125,7 +133,7 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
             queue = queues[queue_alias]
         except ImproperlyConfigured:
             return False
-        return sends_in_database(queue, statements.configured_alias(), "send")
+        return _in_claims_database(queue, statements.configured_alias()) is not None
 
     def queue_for(self, queue_name: str) -> str:
         """The ``TASKCLAIM_QUEUES`` alias carrying Tasks of ``queue_name``."""
@@ -166,8 +174,9 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
         request.key = coalescing_key(task, request.args, request.kwargs)
         queue = queues[request.queue]
         database = statements.configured_alias()
-        if sends_in_database(queue, database, "send"):
-            enqueued_at, holder = self._enqueue_in_database(queue, database, request)
+        in_database = _in_claims_database(queue, database)
+        if in_database is not None:
+            enqueued_at, holder = self._enqueue_in_database(in_database, database, request)
         else:
             enqueued_at, holder = self._enqueue_elsewhere(queue, database, request)
         if holder is not None:

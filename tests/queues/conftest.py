@@ -2,6 +2,7 @@
 
 - ``cloudflare_server``: :class:`CloudflareQueuesServer`, the local
   Cloudflare Queues REST API.
+- ``cloudflare_outbox``: a Cloudflare queue with a transactional outbox.
 - ``moto_sqs``: moto in server mode (real HTTP), with IAM authentication
   enforced, so a wrong key is refused as AWS would refuse it.
 
@@ -17,13 +18,15 @@ import json
 import logging
 import secrets
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import boto3
 import httpx
 import pytest
+from django.db import connection
+from django.test import override_settings
 from moto.server import ThreadedMotoServer
 
 from .cloudflare_server import CloudflareQueuesServer
@@ -136,3 +139,40 @@ def cloudflare_options(cloudflare_server: CloudflareQueuesServer) -> Callable[..
 def moto_sqs() -> MotoSQS:
     """moto's SQS over real HTTP, with a key pair that may use it."""
     return running_moto()
+
+
+@dataclass(frozen=True)
+class CloudflareOutbox:
+    """A Cloudflare queue with an outbox, configured as ``alias``."""
+
+    alias: str
+    queue_id: str
+    options: dict[str, Any]
+
+    def config(self) -> dict[str, Any]:
+        """``TASKCLAIM_QUEUES`` with this queue."""
+        backend = "astral_taskclaim.queues.cloudflare.CloudflareQueue"
+        return {self.alias: {"BACKEND": backend, "OPTIONS": self.options}}
+
+    def rows(self) -> list[str]:
+        """The bodies in its outbox, oldest first."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT body FROM taskclaim.outbox WHERE queue = %s ORDER BY id", [self.alias]
+            )
+            return [body for (body,) in cursor.fetchall()]
+
+
+@pytest.fixture
+def cloudflare_outbox(
+    cloudflare_options: Callable[..., dict[str, Any]],
+) -> Iterator[CloudflareOutbox]:
+    """A new Cloudflare queue with ``outbox`` on (and no request retries, so
+    each relay attempt is one request), in ``TASKCLAIM_QUEUES``; its outbox
+    rows are deleted afterwards."""
+    options = cloudflare_options(outbox=True, request_retries=0)
+    outbox = CloudflareOutbox(f"outbox-{uuid.uuid4().hex[:12]}", options["queue_id"], options)
+    with override_settings(TASKCLAIM_QUEUES=outbox.config()):
+        yield outbox
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM taskclaim.outbox WHERE queue = %s", [outbox.alias])

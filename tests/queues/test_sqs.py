@@ -235,7 +235,7 @@ def test_options_are_checked_before_any_call() -> None:
         f"{owner}['wait_time_seconds'] must be an integer in [0, 20], got 21",
         f"{owner} needs both aws_access_key_id and aws_secret_access_key, or neither",
         f"{owner} has unknown option 'region'; known: aws_access_key_id, aws_secret_access_key, "
-        "aws_session_token, endpoint_url, queue_url, region_name, visibility_timeout, "
+        "aws_session_token, endpoint_url, outbox, queue_url, region_name, visibility_timeout, "
         "wait_time_seconds",
     }
     assert "AKIAEXAMPLE" not in repr(found)

@@ -80,7 +80,7 @@ class Command(BaseCommand):
         _ensure_migrated(worker)
         if options["metrics_port"] is not None:
             _serve_metrics(worker, options["metrics_port"])
-        with self._console_log(verbosity), worker.signal_handlers():
+        with console_log(self.stderr, verbosity), worker.signal_handlers():
             try:
                 stats = worker.run()
             except NotMigratedError as error:
@@ -93,23 +93,25 @@ class Command(BaseCommand):
     def _print_run(self, run: TaskRun) -> None:
         self.stdout.write(str(run))
 
-    @contextmanager
-    def _console_log(self, verbosity: int) -> Iterator[None]:
-        """Shows the app's log records at ``verbosity`` on stderr while running."""
-        level = LEVELS.get(verbosity, logging.DEBUG)
-        handler = logging.StreamHandler(_Unstyled(self.stderr))
-        handler.setLevel(level)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        logger = logging.getLogger("astral_taskclaim")
-        previous = logger.level
-        if logger.getEffectiveLevel() > level:
-            logger.setLevel(level)
-        logger.addHandler(handler)
-        try:
-            yield
-        finally:
-            logger.removeHandler(handler)
-            logger.setLevel(previous)
+
+@contextmanager
+def console_log(stderr: OutputWrapper, verbosity: int) -> Iterator[None]:
+    """Shows the app's log records at ``verbosity`` on a command's
+    ``stderr`` while running."""
+    level = LEVELS.get(verbosity, logging.DEBUG)
+    handler = logging.StreamHandler(_Unstyled(stderr))
+    handler.setLevel(level)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger = logging.getLogger("astral_taskclaim")
+    previous = logger.level
+    if logger.getEffectiveLevel() > level:
+        logger.setLevel(level)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)
 
 
 def _ensure_migrated(worker: Worker) -> None:
