@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from io import StringIO
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 from django.db import connection, transaction
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
@@ -211,3 +213,19 @@ def test_the_admin_overview_shows_each_outbox(
     table = html[html.index('id="taskclaim-outbox-counts"') :].split("</table>")[0]
     assert f'<th scope="row">{cloudflare_outbox.alias}</th>' in table
     assert '<td class="taskclaim-number">2</td>' in table
+
+
+def test_the_status_command_shows_each_outbox_depth_and_oldest_row(
+    cloudflare_outbox: CloudflareOutbox,
+) -> None:
+    queue = create_queue(cloudflare_outbox.alias)
+    enqueue_claimed(queue, "status:1", {"n": 1}, window_seconds=60)
+    enqueue_claimed(queue, "status:2", {"n": 2}, window_seconds=60)
+    out = StringIO()
+    call_command("taskclaim_status", "--json", stdout=out)
+    found = json.loads(out.getvalue())["outboxes"][cloudflare_outbox.alias]
+    assert (found["depth"], found["depth_exact"]) == (2, True)
+    assert 0 <= found["oldest_seconds"] < 60
+    out = StringIO()
+    call_command("taskclaim_status", stdout=out)
+    assert f"outbox of {cloudflare_outbox.alias}: 2 rows waiting for the relay" in out.getvalue()
