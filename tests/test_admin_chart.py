@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from astral_taskclaim.admin_chart import (
@@ -103,7 +105,7 @@ def test_history_stacks_each_bucket_oldest_at_the_left():
     latest = chart.bars[:3]
     assert {bar.x for bar in latest} == {latest[0].x}
     assert latest[0].y + latest[0].height == pytest.approx(chart.plot_bottom)
-    for lower, upper in zip(latest, latest[1:], strict=False):
+    for lower, upper in pairwise(latest):
         assert upper.y + upper.height == pytest.approx(lower.y)
     assert latest[2].y == pytest.approx(chart.plot_top)  # the total, 10, is the top
     oldest = chart.bars[3]
