@@ -1,5 +1,6 @@
-"""Admin pages beyond the changelists: the overview (counts and a chart of
-what comes due over the next hours) and "delete expired claims".
+"""Admin pages beyond the changelists: the overview (counts, a chart of
+what comes due over the next hours and charts of Django Task runs by
+outcome) and "delete expired claims".
 
 Both are served through :class:`~.admin.ClaimAdmin`'s ``get_urls``, so a
 project's URLconf needs nothing beyond ``admin.site.urls``.
@@ -23,8 +24,9 @@ from django.utils.translation import ngettext
 from .admin_chart import timeline_chart
 from .admin_messages import queue_names
 from .admin_queries import Count, estimated_count
+from .admin_runs import RunChart, run_charts
 from .conf import app_settings
-from .models import Claim, QueueMessage
+from .models import Claim, QueueMessage, StoredTaskResult
 from .queues.outbox import outbox_status
 from .statements import Connector
 
@@ -86,17 +88,15 @@ def queue_counts(using: str, queues: list[str]) -> list[QueueCounts]:
     ]
 
 
-def _message_admin(site: admin.AdminSite, request: HttpRequest) -> admin.ModelAdmin[Any] | None:
-    if not site.is_registered(QueueMessage):
-        return None
-    model_admin = site.get_model_admin(QueueMessage)
-    return model_admin if model_admin.has_view_permission(request) else None
+def _viewable(site: admin.AdminSite, request: HttpRequest, model: type[Any]) -> bool:
+    """Whether ``model`` has an admin on ``site`` that lets ``request``'s user view it."""
+    return site.is_registered(model) and site.get_model_admin(model).has_view_permission(request)
 
 
 def overview(request: HttpRequest, *, claim_admin: ClaimAdmin) -> HttpResponse:
-    """The overview page: claim and message counts and the due-times chart.
-    Needs view permission on claims; message figures also need it on
-    queue messages."""
+    """The overview page: claim and message counts, the due-times chart and
+    the runs charts. Needs view permission on claims; message figures also
+    need it on queue messages, the runs charts on task results."""
     if not claim_admin.has_view_permission(request):
         raise PermissionDenied
     using = app_settings.DATABASE
@@ -105,10 +105,13 @@ def overview(request: HttpRequest, *, claim_admin: ClaimAdmin) -> HttpResponse:
         "claims": (str(_("claim expiries")), claim_timeline(using)),
     }
     queues: list[QueueCounts] | None = None
-    if _message_admin(claim_admin.admin_site, request) is not None:
+    if _viewable(claim_admin.admin_site, request, QueueMessage):
         names = queue_names(using)
         queues = queue_counts(using, names)
         series["messages"] = (str(_("messages coming due")), message_timeline(using, names))
+    runs: list[RunChart] | None = None
+    if _viewable(claim_admin.admin_site, request, StoredTaskResult):
+        runs = run_charts(using)
     context = {
         **claim_admin.admin_site.each_context(request),
         "title": _("Task claims overview"),
@@ -121,6 +124,7 @@ def overview(request: HttpRequest, *, claim_admin: ClaimAdmin) -> HttpResponse:
         "outboxes": outbox_status(using=using),
         "chart": timeline_chart(series, bucket_minutes=BUCKET_MINUTES),
         "hours": BUCKETS * BUCKET_MINUTES // 60,
+        "run_charts": runs,
     }
     return TemplateResponse(request, "admin/astral_taskclaim/overview.html", context)
 

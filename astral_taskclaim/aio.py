@@ -55,6 +55,7 @@ __all__ = [
     "aenqueue_claimed",
     "ahold_task",
     "arelease_task",
+    "async_write_alias",
 ]
 
 logger = logging.getLogger(__name__)
@@ -72,6 +73,14 @@ def _claims_alias(using: object, function: str) -> str:
             f"{function.removeprefix('a')}() instead"
         )
     return alias
+
+
+def async_write_alias(using: object, function: str) -> str:
+    """The database alias (``using``, or ``TASKCLAIM_DATABASE``) on which
+    the async entry point ``function`` (e.g. ``"aenqueue"``) writes through
+    these connections; ``TransactionManagementError`` naming its sync twin
+    where the current context holds a transaction open on it."""
+    return _claims_alias(using, function)
 
 
 async def aclaim_task(key: str, *, window_seconds: float, using: str | None = None) -> str | None:
