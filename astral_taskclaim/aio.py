@@ -21,9 +21,10 @@ inside ``atomic()``, from ``sync_to_async`` in async code. Driving the async
 functions with ``async_to_sync`` from inside a sync ``atomic()`` block is
 not detectable and commits independently of that block: don't.
 
-Sends: on the stock PostgreSQL queue in the claims database, claim and
-message go in one statement, as for the sync call. Any other queue's
-``send`` is blocking code (an HTTP request, a boto3 call, a write through
+Sends follow the sync call's rules (:func:`~astral_taskclaim.claims.plan`):
+a queue whose messages live in the claims database (the PostgreSQL queue, a
+remote queue with an outbox) writes claim and message in one statement.
+Any other queue's ``send`` is blocking code (an HTTP request, a boto3 call, a write through
 Django's connection); it runs in the event loop's thread pool
 (``sync_to_async(thread_sensitive=False)``), so sends run side by side and
 the queue's ``send`` must be thread-safe (the stock ones are). The claim is
@@ -42,16 +43,11 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db import connections, transaction
 
-from .claims import Sender, in_transaction, resolve_alias, sends_in_database
+from .claims import Sender, in_transaction, plan, resolve_alias
 from .db.aio_pool import aclose_pools, pool
 from .envelope import PLACEHOLDER_TOKEN, encode_json, message_body, validate_token
-from .validation import (
-    check_configured,
-    check_encodes,
-    validate_key,
-    validate_seconds,
-    validate_window,
-)
+from .queues.base import BaseQueue
+from .validation import validate_key, validate_seconds, validate_window
 
 __all__ = [
     "aclaim_task",
@@ -59,6 +55,7 @@ __all__ = [
     "aenqueue_claimed",
     "ahold_task",
     "arelease_task",
+    "async_write_alias",
 ]
 
 logger = logging.getLogger(__name__)
@@ -76,6 +73,14 @@ def _claims_alias(using: object, function: str) -> str:
             f"{function.removeprefix('a')}() instead"
         )
     return alias
+
+
+def async_write_alias(using: object, function: str) -> str:
+    """The database alias (``using``, or ``TASKCLAIM_DATABASE``) on which
+    the async entry point ``function`` (e.g. ``"aenqueue"``) writes through
+    these connections; ``TransactionManagementError`` naming its sync twin
+    where the current context holds a transaction open on it."""
+    return _claims_alias(using, function)
 
 
 async def aclaim_task(key: str, *, window_seconds: float, using: str | None = None) -> str | None:
@@ -130,32 +135,33 @@ async def aenqueue_claimed(
     ``task`` to ``queue`` under a fresh claim of ``key``; the claim token,
     or ``None`` (nothing sent) while a claim holds ``key``.
 
-    Always outside any transaction (see the module docstring). On the stock
-    PostgreSQL queue in the claims database, claim and message commit in
-    one statement; otherwise the claim commits, then ``queue.send`` runs in
+    Always outside any transaction (see the module docstring). On a queue
+    whose messages live in the claims database (the PostgreSQL queue, a
+    remote queue with an outbox), claim and message commit in one
+    statement; otherwise the claim commits, then ``queue.send`` runs in
     a worker thread, and a failed send releases the claim and re-raises.
     """
     validate_key(key)
     validate_window(window_seconds)
-    encode_json(task, name="task")
+    task_json = encode_json(task, name="task")
     if not callable(getattr(queue, "send", None)):
         raise TypeError(f"queue must have a send(body) method, got {type(queue).__name__}")
     alias = _claims_alias(using, "aenqueue_claimed")
-    check_configured(queue)
-    if sends_in_database(queue, alias, "send"):
+    placeholder = message_body(key, PLACEHOLDER_TOKEN, window_seconds, task)
+    how = plan(
+        queue,
+        alias,
+        function="aenqueue_claimed",
+        placeholders=[placeholder],
+        outside_transaction=True,  # checked by _claims_alias
+    )
+    if how.statement is not None:
+        assert isinstance(queue, BaseQueue)  # only a BaseQueue has a statement
         token = str(uuid.uuid4())
-        body = queue.encode(message_body(key, token, window_seconds, task)).decode("utf-8")
-        params = {
-            "key": key,
-            "seconds": float(window_seconds),
-            "queue": queue.queue_name,
-            "token": token,
-            "body": body,
-        }
-        rows = await (await pool(alias)).run("taskclaim/enqueue.sql", params)
+        body = queue.text_writer(window_seconds)(key, token, task, task_json)
+        params = {"key": key, "seconds": float(window_seconds), "token": token, "body": body}
+        rows = await (await pool(alias)).run(how.statement.one, {**how.statement.params, **params})
         return token if rows else None
-
-    check_encodes(queue, [message_body(key, PLACEHOLDER_TOKEN, window_seconds, task)])
     # Shielded: a caller cancelled between the claim and the send (a client
     # that went away) must not leave the key claimed with nothing queued.
     return await asyncio.shield(_claim_then_send(queue, alias, key, task, window_seconds))

@@ -21,22 +21,16 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Sequence
-from contextlib import nullcontext
 from typing import Any
 
 from django.db import DatabaseError, connections, transaction
 
-from .claims import discard_broken_connection, in_transaction, resolve_alias, sends_in_database
+from .claims import discard_broken_connection, plan, resolve_alias, run_in_savepoint
 from .db import statements
-from .envelope import PLACEHOLDER_TOKEN, body_writer, encode_json, message_body
+from .envelope import PLACEHOLDER_TOKEN, encode_json, message_body
 from .queues.base import BaseQueue, PartlySentError
 from .redaction import redacting_filter
-from .validation import (
-    check_configured,
-    check_encodes,
-    validate_key,
-    validate_window,
-)
+from .validation import validate_key, validate_window
 
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
@@ -126,14 +120,16 @@ def enqueue_claimed_many(
     order, through ``queue.send_many`` in batches of
     ``queue.max_batch_size``.
 
-    With a transactional queue (the PostgreSQL queue) claims and messages
-    commit together, in one transaction (a savepoint inside the caller's):
-    a failed send leaves neither; the stock PostgreSQL queue in the claims'
-    database takes a single statement for the whole call. With another
-    queue the claims commit first, outside any transaction
-    (``TransactionManagementError`` inside one, as for ``enqueue_claimed``);
-    a failed ``send_many`` releases the claims of every task not sent yet
-    and re-raises; tasks already sent keep theirs, those of a batch the
+    The rules are :func:`~astral_taskclaim.claims.enqueue_claimed`'s (both
+    follow :func:`~astral_taskclaim.claims.plan`). A queue whose messages
+    live in the claims' database (the PostgreSQL queue, a remote queue with
+    an outbox) takes a single statement for the whole call. With another
+    transactional queue claims and messages commit together, in one
+    transaction (a savepoint inside the caller's): a failed send leaves
+    neither. With any other queue the claims commit first, outside any
+    transaction (``TransactionManagementError`` inside one); a failed
+    ``send_many`` releases the claims of every task not sent yet and
+    re-raises; tasks already sent keep theirs, those of a batch the
     backend sent in part included (it names the unsent ones in
     :class:`~astral_taskclaim.queues.base.PartlySentError`).
 
@@ -147,27 +143,28 @@ def enqueue_claimed_many(
     pairs, texts = _validated_items(items)
     validate_window(window_seconds)
     alias = resolve_alias(using)
-    connection = connections[alias]
     keys = [key for key, _ in pairs]
     size = _batch_size(queue)
-    check_configured(queue)
-    if sends_in_database(queue, alias, "send_many"):
-        bodies = _bodies_in_database(queue, pairs, texts, window_seconds)
-        return _enqueue_in_database(queue, alias, keys, bodies, window_seconds)
-    check_encodes(queue, (message_body(k, PLACEHOLDER_TOKEN, window_seconds, t) for k, t in pairs))
-    if getattr(queue, "transactional", False) is True:
+    placeholders = (message_body(k, PLACEHOLDER_TOKEN, window_seconds, t) for k, t in pairs)
+    how = plan(queue, alias, function="enqueue_claimed_many", placeholders=placeholders)
+    if how.statement is not None:
+        bodies = _statement_bodies(queue, pairs, texts, window_seconds)
+        params = {
+            **how.statement.params,
+            "keys": list(bodies),
+            "tokens": [token for token, _ in bodies.values()],
+            "bodies": [body for _, body in bodies.values()],
+            "seconds": float(window_seconds),
+        }
+        rows = run_in_savepoint(alias, how.statement.many, params)
+        return _by_position(keys, {key: bodies[key][0] for (key,) in rows})
+    if how.joins:
         with transaction.atomic(using=alias):
             tokens = _claim_many(alias, list(dict.fromkeys(keys)), window_seconds)
             claimed = _claimed(pairs, tokens, window_seconds)
             for start in range(0, len(claimed), size):
                 queue.send_many([body for _, body in claimed[start : start + size]])
         return _by_position(keys, tokens)
-    if in_transaction(connection):
-        raise transaction.TransactionManagementError(
-            f"enqueue_claimed_many() with the non-transactional queue {type(queue).__name__} "
-            "cannot run inside a transaction: the claims must commit before the send. "
-            "Call it outside atomic(), or from transaction.on_commit()."
-        )
     tokens = _claim_many(alias, list(dict.fromkeys(keys)), window_seconds)
     claimed = _claimed(pairs, tokens, window_seconds)
     for start in range(0, len(claimed), size):
@@ -183,53 +180,21 @@ def enqueue_claimed_many(
     return _by_position(keys, tokens)
 
 
-def _bodies_in_database(
-    queue: Any, pairs: Sequence[tuple[str, Any]], texts: Sequence[str], window_seconds: float
+def _statement_bodies(
+    queue: BaseQueue, pairs: Sequence[tuple[str, Any]], texts: Sequence[str], window_seconds: float
 ) -> dict[str, tuple[str, str]]:
-    """Token and encoded body of each distinct key's first task; raises the
-    queue's error for any task it would reject (a repeated key's too, as
-    the single call would), before anything is written.
-
-    With the queue's stock ``encode``, bodies are put together by
-    :func:`~astral_taskclaim.envelope.body_writer` from the task JSON
-    validation made (valid Unicode, so it always encodes): byte for byte
-    what ``encode`` gives for the body."""
-    write = body_writer(window_seconds) if type(queue).encode is BaseQueue.encode else None
+    """Token and encoded body of each distinct key's first task, written by
+    the queue's :meth:`~astral_taskclaim.queues.base.BaseQueue.text_writer`;
+    raises the queue's error for any task it would reject (a repeated
+    key's too, as the single call would), before anything is written."""
+    write = queue.text_writer(window_seconds)
     tokens = iter(fresh_tokens(len(pairs)))
     first: dict[str, tuple[str, str]] = {}
     for (key, task), text in zip(pairs, texts, strict=True):
         # A repeated key's body is checked with a stand-in of the same length.
         token = PLACEHOLDER_TOKEN if key in first else next(tokens)
-        if write is not None:
-            body = write(key, token, text)
-            queue.check_body_size(len(body) if body.isascii() else len(body.encode("utf-8")))
-        else:
-            body = queue.encode(message_body(key, token, window_seconds, task)).decode("utf-8")
-        first.setdefault(key, (token, body))
+        first.setdefault(key, (token, write(key, token, task, text)))
     return first
-
-
-def _enqueue_in_database(
-    queue: Any,
-    alias: str,
-    keys: Sequence[str],
-    first: dict[str, tuple[str, str]],
-    window_seconds: float,
-) -> list[str | None]:
-    """Claims and messages in one statement (``bulk_enqueue.sql``), in a
-    savepoint inside a transaction so a failure leaves it usable."""
-    params = {
-        "keys": list(first),
-        "tokens": [token for token, _ in first.values()],
-        "bodies": [body for _, body in first.values()],
-        "seconds": float(window_seconds),
-        "queue": queue.queue_name,
-    }
-    connection = connections[alias]
-    with transaction.atomic(using=alias) if connection.in_atomic_block else nullcontext():
-        rows = statements.run(alias, "taskclaim/bulk_enqueue.sql", params)
-    claimed = {key for (key,) in rows}
-    return _by_position(keys, {key: first[key][0] for key in claimed})
 
 
 #: The version-4 variant digit (``10xx``) for each random hex digit.

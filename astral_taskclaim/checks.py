@@ -18,6 +18,8 @@ E011       error    A PostgreSQL queue's ``database`` option is not a PostgreSQL
 E012       error    A queue backend lacks a required option.
 E013       error    A queue backend option has a wrong type or value.
 E014       error    A queue backend has an option it does not know (a typo).
+E015       error    A queue's ``outbox`` cannot work: the queue is not a remote
+                    one, or ``TASKCLAIM_DATABASE`` is not PostgreSQL.
 W018       warning  A PostgreSQL queue lives outside ``TASKCLAIM_DATABASE``.
 E020       error    A ``DbSlugField``'s ``source`` is not a text field.
 W021       warning  A ``DbSlugField`` is shorter than its source field.

@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any, Protocol, TypeGuard
+from collections.abc import Iterable
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from django.db import DatabaseError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -26,7 +29,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from .db import statements
 from .envelope import PLACEHOLDER_TOKEN, encode_json, message_body, validate_token
 from .logtext import printable
-from .queues.postgres import PostgresQueue
+from .queues.base import BaseQueue, ClaimStatement
 from .redaction import redacting_filter
 from .validation import (
     check_configured,
@@ -62,12 +65,16 @@ def in_transaction(connection: BaseDatabaseWrapper) -> bool:
     As for ``atomic(durable=True)``, the blocks Django's ``TestCase`` wraps
     every test in do not count: inside them a test behaves like code run
     outside any transaction (nothing commits, but nothing else differs).
+    Inside an atomic block this asks Django's own durability check, which
+    knows those blocks, with an empty block that sends no query.
     """
-    if connection.in_atomic_block:
-        return any(
-            not getattr(block, "_from_testcase", False) for block in connection.atomic_blocks
-        )
-    return not connection.get_autocommit()
+    if not connection.in_atomic_block:
+        return not connection.get_autocommit()
+    try:
+        with transaction.atomic(using=connection.alias, savepoint=False, durable=True):
+            return False
+    except RuntimeError:  # "A durable atomic block cannot be nested ..."
+        return True
 
 
 def claim_task(key: str, *, window_seconds: float, using: str | None = None) -> str | None:
@@ -117,6 +124,64 @@ def release_task(key: str, token: str, *, using: str | None = None) -> None:
     statements.run(alias, "taskclaim/release.sql", {"key": key, "token": token})
 
 
+@dataclass(frozen=True)
+class Plan:
+    """How one enqueue call delivers its tasks, as :func:`plan` decided.
+
+    ``statement``: the queue's statement writing claims and messages
+    together, or ``None`` (claim, then ``send``). ``joins``: the queue's
+    sends go through the connection of ``alias``, so claims and messages
+    can commit in one transaction.
+    """
+
+    alias: str
+    statement: ClaimStatement | None
+    joins: bool
+
+
+def plan(
+    queue: object,
+    alias: str,
+    *,
+    function: str,
+    placeholders: Iterable[Any],
+    outside_transaction: bool = False,
+) -> Plan:
+    """The rules every claimed enqueue follows (``enqueue_claimed``, its
+    bulk and async forms), applied before anything is written.
+
+    The queue's configuration is checked (``ImproperlyConfigured``). A
+    queue with a :meth:`~astral_taskclaim.queues.base.BaseQueue.claim_statement`
+    for ``alias`` uses it; any other has ``placeholders`` (bodies with a
+    stand-in token) encoded, so a body it would refuse raises before a
+    claim. Inside a transaction on ``alias`` only a queue whose messages
+    join it is accepted; any other raises ``TransactionManagementError``
+    naming ``function``; ``outside_transaction`` says the caller made sure
+    there is none (async code, which cannot ask a connection).
+    """
+    check_configured(queue)
+    statement = queue.claim_statement(alias) if isinstance(queue, BaseQueue) else None
+    if statement is None:
+        check_encodes(queue, placeholders)
+    database = getattr(queue, "database", alias)
+    joins = statement is not None or (
+        getattr(queue, "transactional", False) is True and database == alias
+    )
+    if not joins and not outside_transaction and in_transaction(connections[alias]):
+        name = getattr(queue, "name", None) or type(queue).__name__
+        if getattr(queue, "transactional", False) is not True:
+            raise transaction.TransactionManagementError(
+                f"{function}() with the non-transactional queue {name!r} cannot run inside a "
+                "transaction: the claim must commit before the send. Call it outside atomic(), "
+                "or from transaction.on_commit()."
+            )
+        raise transaction.TransactionManagementError(
+            f"{function}(): queue {name!r} sends through database {database!r}, claims go to "
+            f"{alias!r}; inside a transaction they could not commit together."
+        )
+    return Plan(alias, statement, joins)
+
+
 def enqueue_claimed(
     queue: Sender,
     key: str,
@@ -141,60 +206,43 @@ def enqueue_claimed(
     too, it is logged (``queue.claim_release_failed``) and the key stays
     claimed for the window.
 
-    On the PostgreSQL queue in the claims' database, claim and message go in
-    one statement (``taskclaim/enqueue.sql``) instead: they commit together,
-    so no failure can leave a claim without its message, and a held key
-    costs one read-only round trip.
+    A queue whose messages live in the claims' database (the PostgreSQL
+    queue, a remote queue with an outbox) writes claim and message in one
+    statement instead (its ``claim_statement``): they commit together, so
+    no failure can leave a claim without its message, and a held key costs
+    one read-only round trip.
 
-    Inside ``transaction.atomic()`` only a queue whose ``transactional``
-    attribute is true (one that writes its messages through the same
-    database connection; a ``database`` attribute, if any, must be the
-    claims' alias) is accepted: claim and message then commit or roll
-    back together, and a failed send rolls the claim back to a savepoint.
-    Any other queue raises ``TransactionManagementError`` before claiming;
-    use ``transaction.on_commit()`` to enqueue after the commit instead.
+    Inside ``transaction.atomic()`` only such a queue, or one whose
+    ``transactional`` attribute is true (it writes its messages through the
+    same database connection; a ``database`` attribute, if any, must be the
+    claims' alias) is accepted: claim and message then commit or roll back
+    together, and a failed send rolls the claim back to a savepoint. Any
+    other queue raises ``TransactionManagementError`` before claiming; use
+    ``transaction.on_commit()`` to enqueue after the commit instead.
     """
     validate_key(key)
     validate_window(window_seconds)
-    encode_json(task, name="task")
+    task_json = encode_json(task, name="task")
     if not callable(getattr(queue, "send", None)):
         raise TypeError(f"queue must have a send(body) method, got {type(queue).__name__}")
     alias = resolve_alias(using)
-    connection = connections[alias]
-    check_configured(queue)
-    one_statement = _in_database_message(queue, alias, key, window_seconds, task)
-    if one_statement is None:
-        check_encodes(queue, [message_body(key, PLACEHOLDER_TOKEN, window_seconds, task)])
-    if in_transaction(connection):
-        if getattr(queue, "transactional", False) is not True:
-            raise transaction.TransactionManagementError(
-                f"enqueue_claimed() with the non-transactional queue {_queue_name(queue)!r} "
-                "cannot run inside a transaction: the claim must commit before the send. "
-                "Call it outside atomic(), or from transaction.on_commit()."
-            )
-        queue_alias = getattr(queue, "database", alias)
-        if queue_alias != alias:
-            raise transaction.TransactionManagementError(
-                f"enqueue_claimed(): queue {_queue_name(queue)!r} sends through database "
-                f"{queue_alias!r}, claims go to {alias!r}; inside a transaction they "
-                "could not commit together."
-            )
-        # A savepoint, so a failed send takes the claim back with it and
-        # leaves the caller's transaction usable.
+    placeholder = message_body(key, PLACEHOLDER_TOKEN, window_seconds, task)
+    how = plan(queue, alias, function="enqueue_claimed", placeholders=[placeholder])
+    if how.statement is not None:
+        assert isinstance(queue, BaseQueue)  # only a BaseQueue has a statement
+        fresh = str(uuid.uuid4())
+        body = queue.text_writer(window_seconds)(key, fresh, task, task_json)
+        params = {"key": key, "seconds": float(window_seconds), "token": fresh, "body": body}
+        rows = run_in_savepoint(alias, how.statement.one, {**how.statement.params, **params})
+        return fresh if rows else None
+    if how.joins:
+        # A transaction (a savepoint inside the caller's), so a failed send
+        # takes the claim back with it and leaves the caller's work usable.
         with transaction.atomic(using=alias):
-            if one_statement is not None:
-                return _claim_and_queue(alias, key, window_seconds, one_statement)
-            token = claim_task(key, window_seconds=window_seconds, using=alias)
-            if token is not None:
-                queue.send(message_body(key, token, window_seconds, task))
-        return token
-
-    if one_statement is not None:
-        try:
-            return _claim_and_queue(alias, key, window_seconds, one_statement)
-        except Exception:
-            discard_broken_connection(connection)
-            raise
+            joined = claim_task(key, window_seconds=window_seconds, using=alias)
+            if joined is not None:
+                queue.send(message_body(key, joined, window_seconds, task))
+        return joined
     token = claim_task(key, window_seconds=window_seconds, using=alias)
     if token is None:
         return None
@@ -210,47 +258,26 @@ def enqueue_claimed(
                 exc_info=True,
                 extra={
                     "event": "queue.claim_release_failed",
-                    "queue": _queue_name(queue),
+                    "queue": getattr(queue, "name", None),
                     "key": key,
                 },
             )
-            discard_broken_connection(connection)
+            discard_broken_connection(connections[alias])
         raise
     return token
 
 
-def sends_in_database(queue: object, alias: str, method: str) -> TypeGuard[PostgresQueue]:
-    """Whether ``queue`` is a PostgreSQL queue in database ``alias`` whose
-    ``method`` (``"send"`` or ``"send_many"``) is the stock one, so a
-    statement can insert its messages together with their claims. A
-    subclass that overrides the method keeps it: it is called as usual."""
-    return (
-        isinstance(queue, PostgresQueue)
-        and queue.database == alias
-        and getattr(type(queue), method) is getattr(PostgresQueue, method)
-    )
-
-
-def _in_database_message(
-    queue: object, alias: str, key: str, window_seconds: float, task: Any
-) -> dict[str, str] | None:
-    """The queue name, a fresh token and the encoded body for
-    ``taskclaim/enqueue.sql``, or ``None`` when the queue is not the stock
-    PostgreSQL queue of ``alias``. A body the queue rejects raises here,
-    before the statement, whether or not the key is held."""
-    if not sends_in_database(queue, alias, "send"):
-        return None
-    token = str(uuid.uuid4())
-    body = queue.encode(message_body(key, token, window_seconds, task)).decode("utf-8")
-    return {"queue": queue.queue_name, "token": token, "body": body}
-
-
-def _claim_and_queue(
-    alias: str, key: str, window_seconds: float, message: dict[str, str]
-) -> str | None:
-    params = {"key": key, "seconds": float(window_seconds), **message}
-    rows = statements.run(alias, "taskclaim/enqueue.sql", params)
-    return message["token"] if rows else None
+def run_in_savepoint(alias: str, path: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """Runs a claim statement; inside an atomic block in a savepoint, so a
+    failure leaves the caller's transaction usable, and outside one
+    dropping a connection the failure broke."""
+    connection = connections[alias]
+    try:
+        with transaction.atomic(using=alias) if connection.in_atomic_block else nullcontext():
+            return statements.run(alias, path, params)
+    except Exception:
+        discard_broken_connection(connection)
+        raise
 
 
 def discard_broken_connection(connection: BaseDatabaseWrapper) -> None:
@@ -263,8 +290,3 @@ def discard_broken_connection(connection: BaseDatabaseWrapper) -> None:
         connection.close_if_unusable_or_obsolete()
     except DatabaseError:
         logger.debug("closing a broken connection failed", exc_info=True)
-
-
-def _queue_name(queue: object) -> str | None:
-    name = getattr(queue, "name", None)
-    return name if isinstance(name, str) else None

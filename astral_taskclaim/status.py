@@ -3,7 +3,8 @@
 :func:`collect` gathers, per ``TASKCLAIM_QUEUES`` alias, what its backend's
 :meth:`~astral_taskclaim.queues.BaseQueue.status` knows (ready, delayed and
 leased messages, the oldest message's age), and the claims in force and
-expired in ``TASKCLAIM_DATABASE``. ``manage.py taskclaim_status`` prints
+expired in ``TASKCLAIM_DATABASE``, and the rows waiting in each
+queue's transactional outbox. ``manage.py taskclaim_status`` prints
 it; the Prometheus metrics read it too.
 """
 
@@ -16,6 +17,7 @@ from .conf import app_settings
 from .db import statements
 from .migrated import ensure_migrated
 from .queues import QueueError, create_queue
+from .queues.outbox import outbox_status
 
 
 def claim_counts(alias: str | None = None) -> dict[str, int]:
@@ -49,4 +51,12 @@ def collect() -> dict[str, Any]:
     return {
         "claims": {"database": alias, **claim_counts(alias)},
         "queues": {name: queue_status(name) for name in app_settings.QUEUES},
+        "outboxes": {
+            found.queue: {
+                "depth": found.depth,
+                "depth_exact": found.depth_exact,
+                "oldest_seconds": found.oldest_seconds,
+            }
+            for found in outbox_status(using=alias)
+        },
     }

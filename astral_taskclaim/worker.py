@@ -15,6 +15,10 @@ worker gets them (their next delivery counts one more attempt). A second
 signal exits the process at once (status 128 + signal): its leased messages
 come back when their leases run out.
 
+A batch's leases are extended while it runs, where the queue allows it
+(:mod:`astral_taskclaim.lease_keeper`), so tasks may run longer than the
+queue's visibility timeout; elsewhere the lease must outlast a whole batch.
+
 Database and queue errors (a restarted server, a network blip) do not stop
 the worker: it closes its connections and tries again with exponential
 backoff (0.5 s to 30 s), logging ``worker.database_error``. Nothing is
@@ -32,8 +36,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
@@ -42,6 +46,7 @@ from django.db import Error as DjangoDatabaseError
 from django.db import close_old_connections, connections
 
 from .consume import ConsumeSummary
+from .lease_keeper import LeaseKeeper, lease_length
 from .logtext import printable
 from .migrated import NotMigratedError
 from .queues import BaseQueue, MessageBatch, QueueError, ReceivedMessage, create_queue
@@ -81,10 +86,6 @@ class TaskRun:
         )
 
 
-#: The counters a batch's summary adds to a worker's totals.
-_COUNTERS = tuple(f.name for f in fields(ConsumeSummary) if f.type == "int")
-
-
 @dataclass
 class WorkerStats(ConsumeSummary):
     """What a worker did so far: the totals of its batches' summaries
@@ -95,16 +96,20 @@ class WorkerStats(ConsumeSummary):
     received: int = 0
     #: Messages received but not run (shutdown or a database error), retried at once.
     returned: int = 0
+    #: Messages not run: another delivery took them before their leases
+    #: could be extended (the worker was stalled past its lease).
+    leases_lost: int = 0
     database_errors: int = 0
     #: Messages whose settlement could not be written: leased until their
     #: leases run out, then delivered again.
     left_leased: int = 0
 
     def add(self, summary: ConsumeSummary) -> None:
-        """Adds one ``consume_claimed`` summary."""
-        for name in _COUNTERS:
-            setattr(self, name, getattr(self, name) + getattr(summary, name))
-        self.retry_delays.extend(summary.retry_delays)
+        """Adds one ``consume_claimed`` summary (:meth:`merge`)."""
+        self.merge(summary)
+
+    def __str__(self) -> str:
+        return self.describe(f"{self.received} received")
 
 
 class Worker:
@@ -151,6 +156,8 @@ class Worker:
         self.on_run = on_run
         self._stop = threading.Event()
         self._backoff = FIRST_BACKOFF
+        self._lease_seconds: float | None = None
+        self._received_at = 0.0
 
     def __repr__(self) -> str:
         return f"<Worker {self.queue!r} task={self.task.name}>"
@@ -200,6 +207,12 @@ class Worker:
             self.task.name,
             extra={"event": "worker.started", "queue": self.queue, "task": self.task.name},
         )
+        if not self.backend.supports_lease_extension:
+            logger.info(
+                "%s cannot extend leases: its lease must outlast a batch of %d messages",
+                *(self.queue, self.batch_size),
+                extra={"event": "worker.leases_not_extended", "queue": self.queue},
+            )
         try:
             while not self._stop.is_set():
                 limit = self.batch_size
@@ -215,11 +228,19 @@ class Worker:
                     close_old_connections()
         finally:
             self.backend.close()
+        # The totals go in the record's fields; the text stays apart from
+        # the per-batch lines (and the command prints the totals itself).
         logger.info(
-            "stopped consuming %s: %d received, %d ok, %d retried, %d failed",
-            *(self.queue, self.stats.received, self.stats.ok, self.stats.retried),
-            self.stats.failed,
-            extra={"event": "worker.stopped", "queue": self.queue},
+            "stopped consuming %s after %d batches",
+            *(self.queue, self.stats.batches),
+            extra={
+                "event": "worker.stopped",
+                "queue": self.queue,
+                "received": self.stats.received,
+                "ok": self.stats.ok,
+                "retried": self.stats.retried,
+                "failed": self.stats.failed,
+            },
         )
         return self.stats
 
@@ -233,6 +254,7 @@ class Worker:
             except RECOVERABLE as error:
                 self._recover(error, interruptible=True)
                 continue
+            self._received_at = time.monotonic()
             self._backoff = FIRST_BACKOFF
             if batch.messages:
                 return batch
@@ -248,32 +270,17 @@ class Worker:
         stats.batches += 1
         stats.received += len(batch.messages)
         summary = ConsumeSummary(queue=batch.queue)
-        done = 0
-        for message in batch.messages:
-            if self._stop.is_set():
-                break
-            started = time.monotonic()
-            try:
-                one = self.task.consume(MessageBatch(batch.queue, [message]), using=self.using)
-            except RECOVERABLE as error:
-                # The claims database is unreachable: leave this message and
-                # the rest to the retry below.
-                self._recover(error, interruptible=False)
-                break
-            _merge(summary, one)
-            done += 1
-            if self.on_run is not None:
-                self.on_run(_task_run(batch.queue, message, one, time.monotonic() - started))
-        returned = batch.messages[done:]
+        with self._lease_keeper(batch.messages) as keeper:
+            done = self._run(batch, summary, keeper)
+        returned = [m for m in batch.messages[done:] if keeper is None or not keeper.lost(m)]
         for message in returned:
             message.retry(delay_seconds=0)
         stats.add(summary)
         stats.returned += len(returned)
         self._settle(batch.messages)
         logger.info(
-            "%s: %d received, %d ok, %d retried, %d failed, %d malformed, %d unparseable%s",
-            *(batch.queue, len(batch.messages), summary.ok, summary.retried, summary.failed),
-            *(summary.malformed, summary.unparseable),
+            "%s%s",
+            summary.describe(f"{len(batch.messages)} received"),
             f", {len(returned)} returned unrun" if returned else "",
             extra={
                 "event": "worker.batch",
@@ -287,6 +294,44 @@ class Worker:
                 "returned": len(returned),
                 "retry_delays": list(summary.retry_delays),
             },
+        )
+
+    def _run(self, batch: MessageBatch, summary: ConsumeSummary, keeper: LeaseKeeper | None) -> int:
+        """Runs the batch's messages in order until done or stopped; how
+        many it went through (a message lost to another delivery is
+        skipped: its new consumer runs it)."""
+        done = 0
+        for message in batch.messages:
+            if self._stop.is_set():
+                break
+            done += 1
+            if keeper is not None and keeper.lost(message):
+                self.stats.leases_lost += 1
+                continue
+            started = time.monotonic()
+            try:
+                one = self.task.consume(MessageBatch(batch.queue, [message]), using=self.using)
+            except RECOVERABLE as error:
+                # The claims database is unreachable: leave this message and
+                # the rest to the retry below.
+                self._recover(error, interruptible=False)
+                return done - 1
+            summary.merge(one)
+            if self.on_run is not None:
+                self.on_run(_task_run(batch.queue, message, one, time.monotonic() - started))
+        return done
+
+    def _lease_keeper(
+        self, messages: list[ReceivedMessage]
+    ) -> AbstractContextManager[LeaseKeeper | None]:
+        """A :class:`LeaseKeeper` for the batch while it runs, if the queue
+        can extend leases (and tell how long they are); else ``None``."""
+        if self.backend.supports_lease_extension and self._lease_seconds is None:
+            self._lease_seconds = lease_length(self.backend)  # None: asked again next batch
+        if not self.backend.supports_lease_extension or not self._lease_seconds:
+            return nullcontext()
+        return LeaseKeeper(
+            self.backend, messages, lease_seconds=self._lease_seconds, leased_at=self._received_at
         )
 
     def _settle(self, messages: list[ReceivedMessage]) -> None:
@@ -350,13 +395,3 @@ def _task_run(queue: str, message: ReceivedMessage, one: ConsumeSummary, seconds
     key = body.get("key") if isinstance(body, dict) else None
     outcome = next((name for name in _OUTCOMES if getattr(one, name)), "ok")
     return TaskRun(queue, key if isinstance(key, str) else None, message.attempts, outcome, seconds)
-
-
-def _merge(total: ConsumeSummary, one: ConsumeSummary) -> None:
-    total.ok += one.ok
-    total.retried += one.retried
-    total.failed += one.failed
-    total.malformed += one.malformed
-    total.unparseable += one.unparseable
-    total.claim_write_failures += one.claim_write_failures
-    total.retry_delays.extend(one.retry_delays)

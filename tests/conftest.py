@@ -3,16 +3,18 @@ table, and the local Cloudflare Queues and moto SQS servers."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from django.db import connection
+from django.test import override_settings
 
 from astral_taskclaim.db import cron
 from astral_taskclaim.tasks_backend import retention
 from tests.queues.cloudflare_server import CloudflareQueuesServer
-from tests.queues.servers import MotoSQS, running_cloudflare, running_moto
+from tests.queues.servers import CloudflareOutbox, MotoSQS, running_cloudflare, running_moto
 
 #: The fast tier (``make test-fast``, ``pytest -m fast``): modules that
 #: run in seconds, on the memory queue or without the database. Their tests
@@ -98,3 +100,18 @@ def cloudflare_options(cloudflare_server: CloudflareQueuesServer) -> Callable[..
 def moto_sqs() -> MotoSQS:
     """moto's SQS over real HTTP, with a key pair that may use it."""
     return running_moto()
+
+
+@pytest.fixture
+def cloudflare_outbox(
+    cloudflare_options: Callable[..., dict[str, Any]],
+) -> Iterator[CloudflareOutbox]:
+    """A new Cloudflare queue with ``outbox`` on (and no request retries, so
+    each relay attempt is one request), in ``TASKCLAIM_QUEUES``; its outbox
+    rows are deleted afterwards."""
+    options = cloudflare_options(outbox=True, request_retries=0)
+    outbox = CloudflareOutbox(f"outbox-{uuid.uuid4().hex[:12]}", options["queue_id"], options)
+    with override_settings(TASKCLAIM_QUEUES=outbox.config()):
+        yield outbox
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM taskclaim.outbox WHERE queue = %s", [outbox.alias])

@@ -149,6 +149,35 @@ def test_other_queues_refuse_a_transaction() -> None:
     assert claims() == {}
 
 
+class TransactionalManyQueue(ManyQueue):
+    """A transactional queue whose sends go through database ``database``."""
+
+    transactional = True
+
+    def __init__(self, database: str) -> None:
+        super().__init__()
+        self.database = database
+
+
+def test_a_transactional_queue_on_another_database_is_refused_inside_atomic() -> None:
+    queue = TransactionalManyQueue("elsewhere")
+    with (
+        pytest.raises(TransactionManagementError, match="sends through database 'elsewhere'"),
+        transaction.atomic(),
+    ):
+        enqueue_claimed_many(queue, [("k", 1)], window_seconds=60)
+    assert queue.batches == []
+    assert claims() == {}
+
+
+def test_a_transactional_queue_on_the_claims_database_joins_the_transaction() -> None:
+    queue = TransactionalManyQueue("default")
+    with transaction.atomic():
+        [token] = enqueue_claimed_many(queue, [("k", 1)], window_seconds=60)
+    assert [[body["claim"] for body in batch] for batch in queue.batches] == [[token]]
+    assert claims()["k"][0] == token
+
+
 def test_postgres_queue_takes_one_statement_and_bodies_are_the_queues_encoding(pg_queue) -> None:
     tasks = [{"name": 'Zoë "q" \\ \n\t\x01'}, [1, 2.5, None, True], "🚀", None]
     items = [(f"room:{i}:ü", task) for i, task in enumerate(tasks)]

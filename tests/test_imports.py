@@ -49,12 +49,13 @@ LAYERS: list[tuple[str, set[str]]] = [
     (
         "foundation",
         {"conf", "validation", "envelope", "logtext", "redaction", "retry", "migrated"}
+        | {"signals", "shutdown"}
         | {"logging", "functions", "fields", "contrib"},
     ),
     ("database", {"db"}),
     ("queues", {"queues"}),
     ("claims", {"claims", "bulk", "aio", "consume", "maintenance", "status", "testing"}),
-    ("tasks", {"tasks", "worker", "metrics", "tasks_backend"}),
+    ("tasks", {"tasks", "worker", "lease_keeper", "relay", "metrics", "tasks_backend"}),
     ("django", {"apps", "checks", "models", "admin", "management", "migrations"}),
     ("public", {""}),
 ]

@@ -5,22 +5,26 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import fields
 from typing import Any
 
 import psycopg
 import pytest
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection
+from django.db import connection, connections
 from django.test import override_settings
 
 from astral_taskclaim import worker as worker_module
 from astral_taskclaim.claims import enqueue_claimed
+from astral_taskclaim.consume import ConsumeSummary
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
-from astral_taskclaim.worker import Worker
+from astral_taskclaim.worker import Worker, WorkerStats
 from tests.claimkit import claims, django_pid, terminate
+from tests.eventkit import EventWaiter
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
 
@@ -225,3 +229,107 @@ def test_bad_arguments_and_unknown_queues() -> None:
         pytest.raises(LookupError, match="no claimed task is registered for queue 'spare'"),
     ):
         Worker("spare")
+
+
+def test_stats_merge_every_counter_of_a_summary_and_print_them_one_way() -> None:
+    one = ConsumeSummary("jobs", ok=1, retried=2, failed=3, malformed=4, unparseable=5)
+    one.claim_write_failures = 6
+    one.retry_delays.append(30)
+    stats = WorkerStats("jobs", received=15)
+    stats.add(one)
+    assert stats.merge(one) is stats
+    counters = [f.name for f in fields(ConsumeSummary) if f.name != "queue"]
+    assert {name: getattr(stats, name) for name in counters} == {
+        "ok": 2,
+        "retried": 4,
+        "failed": 6,
+        "malformed": 8,
+        "unparseable": 10,
+        "claim_write_failures": 12,
+        "retry_delays": [30, 30],
+    }
+    assert str(stats) == (
+        "jobs: 15 received, 2 ok, 4 retried, 6 failed, 8 malformed, 10 unparseable, "
+        "12 claim writes failed"
+    )
+    assert str(one).startswith("jobs: 15 messages, 1 ok, 2 retried,")
+
+
+def short_leases(queue: PostgresQueue) -> PostgresQueue:
+    """Another consumer of ``queue``'s messages, leasing them for 2 s."""
+    return PostgresQueue("jobs", options={"queue_name": queue.queue_name, "visibility_timeout": 2})
+
+
+def in_thread(worker: Worker) -> threading.Thread:
+    def run() -> None:
+        try:
+            worker.run()
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_a_batch_running_past_its_leases_keeps_them(
+    queue: PostgresQueue, caplog: pytest.LogCaptureFixture
+) -> None:
+    started, release = threading.Event(), threading.Event()
+    ran: list[int] = []
+
+    def run(task: Any) -> None:
+        ran.append(task["id"])
+        if task["id"] == 1:
+            started.set()
+            assert release.wait(60)
+
+    send(queue, 1, 2, 3)
+    backend, rival = short_leases(queue), short_leases(queue)
+    worker = Worker("jobs", task=make_task(run), backend=backend, batch_size=3, wait=0, burst=True)
+    with caplog.at_level(logging.INFO):
+        thread = in_thread(worker)
+        assert started.wait(30)
+        # Two leases long, another consumer finds none of the batch: not the
+        # running message, nor the two waiting their turn.
+        assert rival.receive(max_messages=3, wait_seconds=4).messages == []
+        release.set()
+        thread.join(60)
+    rival.close()
+    assert ran == [1, 2, 3]
+    assert (worker.stats.ok, worker.stats.leases_lost) == (3, 0)
+    assert rows(queue) == []
+    assert "queue.settle_stale" not in [getattr(r, "event", None) for r in caplog.records]
+
+
+def test_a_message_another_delivery_took_is_not_run(queue: PostgresQueue) -> None:
+    ran: list[int] = []
+    backend, rival = short_leases(queue), short_leases(queue)
+    taken: list[Any] = []
+
+    def run(task: Any) -> None:
+        ran.append(task["id"])
+        if task["id"] == 1:
+            # As if this worker had stalled past message 2's lease: it runs
+            # out, and another consumer receives it.
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    """UPDATE taskclaim.message SET visible_at = clock_timestamp()
+                       WHERE queue = %s AND (body::json->'task'->>'id')::int = 2""",
+                    [queue.queue_name],
+                )
+            taken.extend(rival.receive(max_messages=3).messages)
+            assert lost.wait(30)  # the worker's next extension finds it gone
+
+    send(queue, 1, 2, 3)
+    worker = Worker("jobs", task=make_task(run), backend=backend, batch_size=3, wait=0, burst=True)
+    with EventWaiter("worker.lease_lost") as lost:
+        worker.run()
+    assert ran == [1, 3]
+    assert [message.body["task"]["id"] for message in taken] == [2]
+    assert (worker.stats.ok, worker.stats.leases_lost, worker.stats.returned) == (2, 1, 0)
+    assert rows(queue) == [(2, 2, True, False)]  # still the rival's
+    taken[0].ack()
+    rival.settle(taken)
+    rival.close()
+    assert rows(queue) == []

@@ -1,9 +1,11 @@
-"""A grouped bar chart laid out in Python and drawn as inline SVG by the
-overview template: no scripts, readable without JavaScript and printable.
+"""Bar charts laid out in Python and drawn as inline SVG by the overview
+template: no scripts, readable without JavaScript and printable.
 
 :func:`timeline_chart` takes per-bucket counts of each series (claim
-expiries, message due times) and returns the geometry of every bar, axis
-tick and label; the template only places them.
+expiries, message due times) from now on and groups them side by side;
+:func:`history_chart` stacks per-bucket counts of the past (runs by
+outcome) up to now. Both return the geometry of every bar, axis tick and
+label; the template only places them.
 """
 
 from __future__ import annotations
@@ -80,6 +82,31 @@ def _axis_number(value: float) -> str:
     return f"{int(value):,}" if value == int(value) else f"{value:,.1f}"
 
 
+def _y_ticks(top: int) -> list[Tick]:
+    plot_top, plot_bottom = float(_TOP), float(HEIGHT - _BOTTOM)
+    return [
+        Tick(
+            x=_LEFT - 6,
+            y=round(plot_bottom - (plot_bottom - plot_top) * fraction, 2),
+            label=_axis_number(top * fraction),
+            line=True,
+        )
+        for fraction in ((0.0, 0.5, 1.0) if top > 1 else (0.0, 1.0))
+    ]
+
+
+def _check_series(series: Mapping[str, tuple[str, Sequence[int]]], bucket_minutes: int) -> int:
+    """The number of buckets of ``series``, once the arguments passed."""
+    if isinstance(bucket_minutes, bool) or not isinstance(bucket_minutes, int):
+        raise TypeError(f"bucket_minutes must be an int, got {bucket_minutes!r}")
+    if bucket_minutes <= 0:
+        raise ValueError(f"bucket_minutes must be positive, got {bucket_minutes}")
+    lengths = {len(counts) for _label, counts in series.values()}
+    if len(lengths) != 1 or 0 in lengths:
+        raise ValueError("every series needs the same, non-zero number of buckets")
+    return lengths.pop()
+
+
 def bucket_label(index: int, *, bucket_minutes: int) -> str:
     """The span of bucket ``index`` from now, e.g. "in 30-60 min"."""
     start, end = index * bucket_minutes, (index + 1) * bucket_minutes
@@ -98,14 +125,7 @@ def timeline_chart(
 ) -> Chart:
     """Lays out ``series`` (key → (label, counts per bucket), all the same
     length) as grouped bars, bucket 0 starting now."""
-    if isinstance(bucket_minutes, bool) or not isinstance(bucket_minutes, int):
-        raise TypeError(f"bucket_minutes must be an int, got {bucket_minutes!r}")
-    if bucket_minutes <= 0:
-        raise ValueError(f"bucket_minutes must be positive, got {bucket_minutes}")
-    lengths = {len(counts) for _label, counts in series.values()}
-    if len(lengths) != 1 or 0 in lengths:
-        raise ValueError("every series needs the same, non-zero number of buckets")
-    buckets = lengths.pop()
+    buckets = _check_series(series, bucket_minutes)
     top = nice_ceiling(max(max(counts) for _label, counts in series.values()))
     plot_left, plot_right = float(_LEFT), float(WIDTH - _RIGHT)
     plot_top, plot_bottom = float(_TOP), float(HEIGHT - _BOTTOM)
@@ -137,15 +157,7 @@ def timeline_chart(
         hours = index * bucket_minutes / 60
         label = gettext("now") if index == 0 else f"+{hours:g} h"
         x_ticks.append(Tick(x=round(plot_left + slot * index, 2), y=plot_bottom + 18, label=label))
-    y_ticks = [
-        Tick(
-            x=plot_left - 6,
-            y=round(plot_bottom - (plot_bottom - plot_top) * fraction, 2),
-            label=_axis_number(top * fraction),
-            line=True,
-        )
-        for fraction in ((0.0, 0.5, 1.0) if top > 1 else (0.0, 1.0))
-    ]
+    y_ticks = _y_ticks(top)
     rows = [
         (
             bucket_label(index, bucket_minutes=bucket_minutes),
@@ -166,4 +178,96 @@ def timeline_chart(
         series=[(key, label) for key, (label, _counts) in series.items()],
         rows=rows,
         total=sum(sum(counts) for _label, counts in series.values()),
+    )
+
+
+def past_bucket_label(ago: int, *, bucket_minutes: int) -> str:
+    """The span of the bucket ``ago`` buckets before now, e.g. "3-4 min ago"."""
+    start, end = ago * bucket_minutes, (ago + 1) * bucket_minutes
+    if end <= 90:
+        return gettext("%(start)d-%(end)d min ago") % {"start": start, "end": end}
+    return gettext("%(start)s-%(end)s h ago") % {"start": f"{start / 60:g}", "end": f"{end / 60:g}"}
+
+
+def _ago_label(minutes: int) -> str:
+    if minutes == 0:
+        return gettext("now")
+    if minutes < 90:
+        return gettext("%(count)d min ago") % {"count": minutes}
+    return gettext("%(count)s h ago") % {"count": f"{minutes / 60:g}"}
+
+
+#: Minutes between x-axis labels: the least that gives at most seven.
+_LABEL_STEPS = (1, 5, 10, 15, 30, 60, 120, 180, 240, 360, 720, 1440)
+
+
+def history_chart(
+    series: Mapping[str, tuple[str, Sequence[int]]],
+    *,
+    bucket_minutes: int,
+) -> Chart:
+    """Lays out ``series`` (key → (label, counts per bucket), all the same
+    length, bucket 0 the latest) as stacked bars: one bar per bucket, the
+    oldest at the left, the latest ending at now; each bar stacks the series
+    in their order from the axis up. A bar per bucket stays wide enough to
+    read at 60 buckets, where grouped bars would be slivers."""
+    buckets = _check_series(series, bucket_minutes)
+    totals = [sum(counts[ago] for _label, counts in series.values()) for ago in range(buckets)]
+    top = nice_ceiling(max(totals))
+    plot_left, plot_right = float(_LEFT), float(WIDTH - _RIGHT)
+    plot_top, plot_bottom = float(_TOP), float(HEIGHT - _BOTTOM)
+    slot = (plot_right - plot_left) / buckets
+
+    bars: list[Bar] = []
+    for ago in range(buckets):
+        span = past_bucket_label(ago, bucket_minutes=bucket_minutes)
+        base = plot_bottom
+        for key, (label, counts) in series.items():
+            count = counts[ago]
+            if not count:
+                continue
+            height = (plot_bottom - plot_top) * count / top
+            base -= height
+            bars.append(
+                Bar(
+                    x=round(plot_left + slot * (buckets - 1 - ago) + slot * 0.1, 2),
+                    y=round(base, 2),
+                    width=round(slot * 0.8, 2),
+                    height=round(height, 2),
+                    series=key,
+                    count=count,
+                    title=f"{label}, {span}: {count}",
+                )
+            )
+
+    span_minutes = buckets * bucket_minutes
+    step = next((each for each in _LABEL_STEPS if span_minutes <= 6 * each), span_minutes)
+    x_ticks = [
+        Tick(
+            x=round(plot_right - (plot_right - plot_left) * minutes / span_minutes, 2),
+            y=plot_bottom + 18,
+            label=_ago_label(minutes),
+        )
+        for minutes in range(span_minutes - span_minutes % step, -1, -step)
+    ]
+    rows = [
+        (
+            past_bucket_label(ago, bucket_minutes=bucket_minutes),
+            [counts[ago] for _label, counts in series.values()],
+        )
+        for ago in reversed(range(buckets))
+    ]
+    return Chart(
+        width=WIDTH,
+        height=HEIGHT,
+        plot_left=plot_left,
+        plot_right=plot_right,
+        plot_top=plot_top,
+        plot_bottom=plot_bottom,
+        bars=bars,
+        x_ticks=x_ticks,
+        y_ticks=_y_ticks(top),
+        series=[(key, label) for key, (label, _counts) in series.items()],
+        rows=rows,
+        total=sum(totals),
     )

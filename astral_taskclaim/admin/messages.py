@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.utils import quote
-from django.db import connections, transaction
+from django.db import transaction
 from django.db.models import QuerySet
 from django.db.models.functions import Now
 from django.http import HttpRequest
@@ -28,7 +28,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from ..conf import app_settings
-from ..db import sqlfiles
+from ..db.statements import Connector
 from ..models import QueueMessage
 from .queries import (
     EXACT_COUNT_LIMIT,
@@ -55,9 +55,7 @@ _UNREADABLE = object()
 
 def queue_names(using: str) -> list[str]:
     """The queue names that have messages, in order (an index hop per name)."""
-    with connections[using].cursor() as cursor:
-        cursor.execute(sqlfiles.read("queue/message_queues.sql"))
-        return [row[0] for row in cursor.fetchall()]
+    return [row[0] for row in Connector(using).fetch("queue/message_queues.sql")]
 
 
 def message_state(obj: QueueMessage) -> str:
@@ -274,10 +272,11 @@ class QueueMessageAdmin(_MessageAdminBase):
         database = queryset.db
         ids = list(queryset.order_by().values_list("pk", flat=True))
         made_visible = 0
-        with transaction.atomic(using=database), connections[database].cursor() as cursor:
+        connector = Connector(database)
+        with transaction.atomic(using=database):
             for chunk in _chunks(ids, _RUN_NOW_CHUNK):
-                cursor.execute(sqlfiles.read("queue/run_now.sql"), {"ids": chunk})
-                made_visible += sum(row[1] for row in cursor.fetchall())
+                rows = connector.fetch("queue/run_now.sql", {"ids": chunk})
+                made_visible += sum(row[1] for row in rows)
         logger.info(
             "admin made %d messages visible",
             made_visible,

@@ -1,5 +1,6 @@
-"""Admin pages beyond the changelists: the overview (counts and a chart of
-what comes due over the next hours) and "delete expired claims".
+"""Admin pages beyond the changelists: the overview (counts, a chart of
+what comes due over the next hours and charts of Django Task runs by
+outcome) and "delete expired claims".
 
 Both are served through :class:`~.claims.ClaimAdmin`'s ``get_urls``, so a
 project's URLconf needs nothing beyond ``admin.site.urls``.
@@ -13,7 +14,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db import connections, transaction
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -21,11 +22,13 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from ..conf import app_settings
-from ..db import sqlfiles
-from ..models import Claim, QueueMessage
+from ..db.statements import Connector
+from ..models import Claim, QueueMessage, StoredTaskResult
+from ..queues.outbox import outbox_status
 from .chart import timeline_chart
 from .messages import queue_names
 from .queries import Count, estimated_count
+from .runs import RunChart, run_charts
 
 logger = logging.getLogger(__name__)
 
@@ -46,15 +49,13 @@ class QueueCounts:
 
 def _timeline(using: str, path: str, params: dict[str, Any]) -> list[int]:
     counts = [0] * BUCKETS
-    with connections[using].cursor() as cursor:
-        cursor.execute(
-            sqlfiles.read(path),
-            {"bucket_seconds": BUCKET_MINUTES * 60, "buckets": BUCKETS, **params},
-        )
-        for bucket, count in cursor.fetchall():
-            # The database clock moves between the bounds and the bucket
-            # arithmetic only by rounding; clamp rather than drop a row.
-            counts[min(max(bucket, 0), BUCKETS - 1)] += count
+    rows = Connector(using).fetch(
+        path, {"bucket_seconds": BUCKET_MINUTES * 60, "buckets": BUCKETS, **params}
+    )
+    for bucket, count in rows:
+        # The database clock moves between the bounds and the bucket
+        # arithmetic only by rounding; clamp rather than drop a row.
+        counts[min(max(bucket, 0), BUCKETS - 1)] += count
     return counts
 
 
@@ -84,17 +85,15 @@ def queue_counts(using: str, queues: list[str]) -> list[QueueCounts]:
     ]
 
 
-def _message_admin(site: admin.AdminSite, request: HttpRequest) -> admin.ModelAdmin[Any] | None:
-    if not site.is_registered(QueueMessage):
-        return None
-    model_admin = site.get_model_admin(QueueMessage)
-    return model_admin if model_admin.has_view_permission(request) else None
+def _viewable(site: admin.AdminSite, request: HttpRequest, model: type[Any]) -> bool:
+    """Whether ``model`` has an admin on ``site`` that lets ``request``'s user view it."""
+    return site.is_registered(model) and site.get_model_admin(model).has_view_permission(request)
 
 
 def overview(request: HttpRequest, *, claim_admin: admin.ModelAdmin[Claim]) -> HttpResponse:
-    """The overview page: claim and message counts and the due-times chart.
-    Needs view permission on claims; message figures also need it on
-    queue messages."""
+    """The overview page: claim and message counts, the due-times chart and
+    the runs charts. Needs view permission on claims; message figures also
+    need it on queue messages, the runs charts on task results."""
     if not claim_admin.has_view_permission(request):
         raise PermissionDenied
     using = app_settings.DATABASE
@@ -103,10 +102,13 @@ def overview(request: HttpRequest, *, claim_admin: admin.ModelAdmin[Claim]) -> H
         "claims": (str(_("claim expiries")), claim_timeline(using)),
     }
     queues: list[QueueCounts] | None = None
-    if _message_admin(claim_admin.admin_site, request) is not None:
+    if _viewable(claim_admin.admin_site, request, QueueMessage):
         names = queue_names(using)
         queues = queue_counts(using, names)
         series["messages"] = (str(_("messages coming due")), message_timeline(using, names))
+    runs: list[RunChart] | None = None
+    if _viewable(claim_admin.admin_site, request, StoredTaskResult):
+        runs = run_charts(using)
     context = {
         **claim_admin.admin_site.each_context(request),
         "title": _("Task claims overview"),
@@ -115,8 +117,11 @@ def overview(request: HttpRequest, *, claim_admin: admin.ModelAdmin[Claim]) -> H
         "active": estimated_count(claims.active()),
         "expired": estimated_count(claims.expired()),
         "queues": queues,
+        # Remote queues' outboxes: rows the relay has not sent yet.
+        "outboxes": outbox_status(using=using),
         "chart": timeline_chart(series, bucket_minutes=BUCKET_MINUTES),
         "hours": BUCKETS * BUCKET_MINUTES // 60,
+        "run_charts": runs,
     }
     return TemplateResponse(request, "admin/astral_taskclaim/overview.html", context)
 
@@ -129,9 +134,8 @@ def delete_expired(request: HttpRequest, *, claim_admin: admin.ModelAdmin[Claim]
     using = app_settings.DATABASE
     changelist = reverse(f"{claim_admin.admin_site.name}:astral_taskclaim_claim_changelist")
     if request.method == "POST":
-        with transaction.atomic(using=using), connections[using].cursor() as cursor:
-            cursor.execute(sqlfiles.read("admin/delete_expired.sql"))
-            deleted = cursor.rowcount
+        with transaction.atomic(using=using):
+            deleted = Connector(using).execute("admin/delete_expired.sql")
         logger.info(
             "admin deleted %d expired claims",
             deleted,

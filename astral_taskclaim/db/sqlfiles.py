@@ -27,6 +27,7 @@ HOMES = {
     "queue": "queues/postgres/sql",
     "tasks": "tasks_backend/sql",
     "admin": "admin/sql",
+    "outbox": "queues/sql",
 }
 
 

@@ -1,8 +1,8 @@
 """Checks of the queue methods' arguments, the same for every backend.
 
-``send(delay_seconds=...)``, ``receive(max_messages=..., wait_seconds=...)``
-and a retry's delay are checked before any I/O: a ``TypeError`` for the
-wrong type (``bool`` counts as one, though it is an ``int``), a
+``send(delay_seconds=...)``, ``receive(max_messages=..., wait_seconds=...)``,
+``extend_leases(seconds=...)`` and a retry's delay are checked before any
+I/O: a ``TypeError`` for the wrong type (``bool`` counts as one, though it is an ``int``), a
 ``ValueError`` for a value out of range, each naming the argument and the
 range it must be in. Backends pass their own limits.
 """
@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["delay_seconds", "max_messages", "wait_seconds", "whole_delay_seconds"]
+__all__ = [
+    "delay_seconds",
+    "lease_seconds",
+    "max_messages",
+    "wait_seconds",
+    "whole_delay_seconds",
+]
 
 
 def _number(name: str, value: object) -> float:
@@ -51,3 +57,11 @@ def wait_seconds(value: object) -> float:
     if not 0 <= wait < math.inf:
         raise ValueError(f"wait_seconds must be a finite number from 0, got {wait}")
     return float(wait)
+
+
+def lease_seconds(value: object, maximum: float) -> float:
+    """A lease's new length: a number of seconds above 0, at most ``maximum``."""
+    seconds = _number("seconds", value)
+    if not 0 < seconds <= maximum:
+        raise ValueError(f"seconds must be above 0 and at most {maximum:g}, got {seconds}")
+    return float(seconds)

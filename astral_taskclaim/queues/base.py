@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from django.core import checks
 
-from ..envelope import encode_json
+from ..envelope import body_writer, encode_json, message_body
 from ..logtext import printable
 
 logger = logging.getLogger(__name__)
@@ -28,7 +28,12 @@ Settlement = Literal["ack", "retry"]
 
 
 class QueueError(Exception):
-    """A queue backend failed; the message names the queue and the cause."""
+    """A queue backend failed; the message names the queue and the cause.
+
+    ``retry_after``: seconds the service asked to wait before trying again
+    (``Retry-After``), if it said."""
+
+    retry_after: float | None = None
 
 
 class PartlySentError(QueueError):
@@ -79,6 +84,28 @@ class ReceivedMessage:
         self.delay_seconds = delay_seconds
 
 
+@dataclass(frozen=True)
+class ClaimStatement:
+    """How a queue writes its messages in the same statement as their
+    claims, so both commit together (see :meth:`BaseQueue.claim_statement`).
+
+    ``one`` is the SQL file for one key (parameters ``key``, ``seconds``,
+    ``token``, ``body``), returning the token when it claimed the key;
+    ``many`` the file for distinct keys (``keys``, ``tokens``, ``bodies``,
+    ``seconds``), returning the keys it claimed. ``params`` are the
+    statements' other parameters (which queue the messages go to).
+    """
+
+    one: str
+    many: str
+    params: Mapping[str, Any]
+
+
+#: Writes the encoded text of one claimed body from ``(key, token, task,
+#: task_json)``, ``task_json`` being ``task`` as :func:`encode_json` wrote it.
+TextWriter = Callable[[str, str, Any, str], str]
+
+
 @dataclass
 class MessageBatch:
     """A received batch: the queue's alias and its messages, in order."""
@@ -120,12 +147,18 @@ class BaseQueue(ABC):
         living in the claims database can): ``enqueue_claimed`` may then run
         inside ``transaction.atomic()``, and claim and message commit
         together.
+    ``supports_lease_extension``
+        :meth:`extend_leases` can push back the end of a received message's
+        lease, so a worker keeps the messages of a long batch (or one long
+        task) to itself however long they run. Without it, the lease a
+        receive grants must outlast the whole batch.
     """
 
     max_batch_size: ClassVar[int] = 100
     max_delay_seconds: ClassVar[int] = MAX_DELAY_SECONDS
     max_body_bytes: ClassVar[int] = 128 * 1024
-    transactional: ClassVar[bool] = False
+    transactional: bool = False
+    supports_lease_extension: ClassVar[bool] = False
 
     def __init__(self, alias: str, *, options: Mapping[str, Any] | None = None) -> None:
         self.alias = alias
@@ -159,6 +192,40 @@ class BaseQueue(ABC):
                 f"{self.max_body_bytes}-byte limit"
             )
 
+    def claim_statement(self, alias: str) -> ClaimStatement | None:
+        """The statement that writes this queue's messages together with
+        their claims on database ``alias``, or ``None`` (the default): the
+        claim is written first and :meth:`send` called after it.
+
+        ``enqueue_claimed`` and its bulk and async forms ask this before
+        anything else; a queue whose messages live in the claims database
+        (the PostgreSQL queue, a remote queue's outbox) answers with its
+        statement, so claim and message commit together in one round trip.
+        """
+        return None
+
+    def text_writer(self, window_seconds: float) -> TextWriter:
+        """A :data:`TextWriter` for bodies of ``window_seconds``: exactly
+        ``encode(message_body(...))`` as text, raising what :meth:`encode`
+        raises. With the stock :meth:`encode`, the body is put together
+        from the task's JSON already made (much faster for many tasks); a
+        backend that overrides :meth:`encode` has it called."""
+        if type(self).encode is not BaseQueue.encode:
+
+            def encode(key: str, token: str, task: Any, task_json: str) -> str:
+                return self.encode(message_body(key, token, window_seconds, task)).decode("utf-8")
+
+            return encode
+        write = body_writer(window_seconds)
+        check_size = self.check_body_size
+
+        def fast(key: str, token: str, task: Any, task_json: str) -> str:
+            body = write(key, token, task_json)
+            check_size(len(body) if body.isascii() else len(body.encode("utf-8")))
+            return body
+
+        return fast
+
     @abstractmethod
     def send(self, body: Any, *, delay_seconds: float = 0) -> None:
         """Sends one JSON-serialisable ``body``."""
@@ -178,6 +245,22 @@ class BaseQueue(ABC):
         """Applies the recorded ``ack()``/``retry()`` of ``messages`` in as
         few calls as the engine allows; unsettled ones are left to their
         lease's expiry (and redelivered)."""
+
+    def lease_seconds(self) -> float | None:
+        """Seconds a :meth:`receive` leases its messages for, when known
+        (``None``: the engine decides, and this backend cannot tell)."""
+        return None
+
+    def extend_leases(
+        self, messages: Sequence[ReceivedMessage], *, seconds: float
+    ) -> list[ReceivedMessage]:
+        """Makes the leases of ``messages`` (received from this backend)
+        run ``seconds`` from now; returns those still leased under the
+        receipt they came with. A message whose lease ran out and was taken
+        by another delivery is left alone and not returned: its current
+        consumer owns it. Only where ``supports_lease_extension`` is true;
+        ``NotImplementedError`` elsewhere."""
+        raise NotImplementedError(f"queue {self.alias!r} cannot extend leases")
 
     def check(self) -> list[checks.CheckMessage]:
         """System-check messages about this queue's configuration."""

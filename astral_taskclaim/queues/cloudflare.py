@@ -43,8 +43,8 @@ from .remote import (
     Option,
     RemoteQueue,
     Secret,
-    batch_bodies,
     chunks,
+    flag,
     http_url,
     integer,
     number,
@@ -76,6 +76,7 @@ OPTIONS = {
     "request_retries": Option(integer(0, 20), default=4),
     "backoff_seconds": Option(number(0, 60), default=0.5),
     "max_backoff_seconds": Option(number(0, 3600), default=60.0),
+    "outbox": Option(flag, default=False),
 }
 
 
@@ -88,7 +89,9 @@ class CloudflareQueue(RemoteQueue):
     ``poll_interval`` (seconds between pulls while ``receive`` waits,
     default 1); ``request_retries`` (default 4), ``backoff_seconds``
     (first backoff, doubling, default 0.5) and ``max_backoff_seconds``
-    (longest wait, also for ``Retry-After``; default 60).
+    (longest wait, also for ``Retry-After``; default 60); ``outbox``
+    (default ``False``: send through the transactional outbox and its
+    relay, see :mod:`.outbox`).
     """
 
     max_batch_size = 100
@@ -103,21 +106,18 @@ class CloudflareQueue(RemoteQueue):
 
     # Sending
 
-    def send(self, body: Any, *, delay_seconds: float = 0) -> None:
+    def deliver_one(self, body: Any, *, delay_seconds: float = 0) -> None:
         """Pushes ``body`` (``POST .../messages``), after ``delay_seconds``
         (rounded up to whole seconds, at most 43200)."""
         delay = arguments.whole_delay_seconds(delay_seconds, self.max_delay_seconds)
         self._post("", _message(self.encode(body), delay))
 
-    def send_many(self, bodies: Sequence[Any]) -> None:
-        """Pushes at most 100 ``bodies`` with one ``POST .../messages/batch``;
-        every body is checked first. Bodies over 256,000 bytes in all
-        (Cloudflare's batch limit, with 100 bytes of metadata per message)
-        are split over several calls, which is then not atomic: a call that
-        fails after others went through raises :class:`PartlySentError`
-        naming the bodies not sent."""
-        batch_bodies(f"queue {self.alias!r}", bodies, self.max_batch_size)
-        encoded = [self.encode(body) for body in bodies]
+    def deliver(self, encoded: Sequence[bytes]) -> None:
+        """Pushes ``encoded`` bodies with ``POST .../messages/batch``: one
+        call per 100 messages or 256,000 bytes (Cloudflare's batch limits,
+        with 100 bytes of metadata per message). Several calls are not
+        atomic: one that fails after others went through raises
+        :class:`PartlySentError` naming the bodies not sent."""
         sent = 0
         parts = chunks(encoded, self.max_batch_size, MAX_BATCH_BYTES, overhead=METADATA_BYTES)
         for chunk in parts:
@@ -265,7 +265,9 @@ class CloudflareQueue(RemoteQueue):
             wait = retry_after if retry_after is not None else backoff * random.uniform(0.5, 1)  # noqa: S311
             if wait > config["max_backoff_seconds"]:
                 message = f"{where}: asked to wait {wait:g} s (over max_backoff_seconds): {failure}"
-                raise CloudflareError(redact(message), status=status, errors=[])
+                raise CloudflareError(
+                    redact(message), status=status, errors=[], retry_after=retry_after
+                )
             logger.warning(
                 "%s: %s; retrying in %.2f s",
                 where,
@@ -281,7 +283,7 @@ class CloudflareQueue(RemoteQueue):
             )
             self._sleep(wait)
         message = f"{where}: gave up after {attempt + 1} attempts: {failure}"
-        raise CloudflareError(redact(message), status=status, errors=[])
+        raise CloudflareError(redact(message), status=status, errors=[], retry_after=retry_after)
 
 
 def _message(data: bytes, delay: int) -> bytes:

@@ -26,15 +26,22 @@ PERMANENT_429 = {
 
 
 class CloudflareError(QueueError):
-    """Cloudflare refused a call: ``status`` (``None`` for a network error)
-    and ``errors``, Cloudflare's ``(code, message)`` pairs."""
+    """Cloudflare refused a call: ``status`` (``None`` for a network error),
+    ``errors``, Cloudflare's ``(code, message)`` pairs, and ``retry_after``,
+    the wait its last answer asked for."""
 
     def __init__(
-        self, message: str, *, status: int | None, errors: list[tuple[int | None, str]]
+        self,
+        message: str,
+        *,
+        status: int | None,
+        errors: list[tuple[int | None, str]],
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.errors = errors
+        self.retry_after = retry_after
 
 
 def retry_after(value: str | None) -> float | None:

@@ -12,6 +12,7 @@ Ids, shared with the other backends where they mean the same:
 E011   ``database`` is not a PostgreSQL entry of ``DATABASES``.
 E013   An option has a wrong type or value.
 E014   An unknown option (a typo, usually).
+E015   ``outbox``, an option of the remote queues only.
 W018   ``database`` is not ``TASKCLAIM_DATABASE``.
 =====  =========================================================
 """
@@ -53,9 +54,18 @@ class OptionProblems:
                 raise ImproperlyConfigured(message.msg)
 
     def unknown(self, options: Mapping[str, Any], known: Iterable[str]) -> None:
-        """E014 for every option name not in ``known`` (a typo, usually)."""
+        """E014 for every option name not in ``known`` (a typo, usually);
+        E015 for ``outbox``, which only the remote queues have."""
         allowed = sorted(known)
         for name in sorted(set(options) - set(allowed)):
+            if name == "outbox":
+                self.error(
+                    "E015",
+                    "outbox is an option of the remote queues (Cloudflare, SQS) only",
+                    hint="This queue needs no outbox: the PostgreSQL queue writes its messages "
+                    "with their claims, and the memory queue keeps them in the process.",
+                )
+                continue
             self.error(
                 "E014",
                 f"unknown option {name!r}",

@@ -2,7 +2,8 @@
 
 Same semantics as the PostgreSQL queue: leases with a visibility timeout,
 ``attempts`` counted per delivery, delays on send and retry, an ack or
-retry skipped when its lease ran out and was taken by another delivery.
+retry skipped when its lease ran out and was taken by another delivery,
+leases extended while a batch runs (``supports_lease_extension``).
 Process-local and thread-safe: every instance with the same ``queue_name``
 in a process shares one store, so a producer thread and a worker thread
 (each with its own ``queues[alias]`` instance) see the same messages.
@@ -87,6 +88,8 @@ def reset() -> None:
 
 class MemoryQueue(BaseQueue):
     """A process-local queue (see the module docstring)."""
+
+    supports_lease_extension = True
 
     def __init__(self, alias: str, *, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(alias, options=options)
@@ -193,6 +196,31 @@ class MemoryQueue(BaseQueue):
             waiting = [entry for entry in store.entries.values() if entry.visible_at > now]
             leased = sum(1 for entry in waiting if entry.lease is not None)
             return QueueStatus(len(store.entries) - len(waiting), len(waiting) - leased, leased)
+
+    def lease_seconds(self) -> float:
+        """``visibility_timeout``: how long a receive leases its messages."""
+        return self.visibility_timeout
+
+    def extend_leases(
+        self, messages: Sequence[ReceivedMessage], *, seconds: float
+    ) -> list[ReceivedMessage]:
+        """Leases of ``messages`` end ``seconds`` from now (never earlier
+        than they did), for those still under the lease each was received
+        with; returns them."""
+        seconds = arguments.lease_seconds(seconds, self.max_delay_seconds)
+        for message in messages:
+            _check_receipt(message)
+        store = self.store
+        extended = []
+        with store.condition:
+            until = store.clock() + seconds
+            for message in messages:
+                id_, lease = message.receipt
+                entry = store.entries.get(id_)
+                if entry is not None and entry.lease == lease:
+                    entry.visible_at = max(entry.visible_at, until)
+                    extended.append(message)
+        return extended
 
     def count(self) -> int:
         """Messages in the queue, leased and delayed ones included."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, NamedTuple
@@ -21,8 +22,10 @@ from typing import Any, ClassVar, Literal, NamedTuple
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
+from ..conf import app_settings
 from ..redaction import REDACTED, redact
-from .base import BaseQueue
+from . import arguments, outbox
+from .base import BaseQueue, ClaimStatement
 
 REQUIRED: Any = object()
 """Default of an option that must be given."""
@@ -69,7 +72,7 @@ class Option:
 class OptionProblem(NamedTuple):
     """What is wrong with one option, and how to say it."""
 
-    kind: Literal["missing", "invalid", "unknown"]
+    kind: Literal["missing", "invalid", "unknown", "outbox"]
     message: str
 
 
@@ -131,6 +134,13 @@ def integer(low: int, high: int) -> Callable[[Any], int]:
     return validate
 
 
+def flag(value: Any) -> bool:
+    """``True`` or ``False``."""
+    if isinstance(value, bool):
+        return value
+    raise ValueError("must be True or False")
+
+
 def optional(validate: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """``validate``, letting ``None`` through (an option left to a default chain)."""
 
@@ -174,12 +184,12 @@ def parse_options(
 
 
 #: System check id of each kind of option problem (the same on every backend).
-CHECK_IDS = {"missing": "E012", "invalid": "E013", "unknown": "E014"}
+CHECK_IDS = {"missing": "E012", "invalid": "E013", "unknown": "E014", "outbox": "E015"}
 
 
 def check_messages(problems: list[OptionProblem]) -> list[checks.CheckMessage]:
     """``problems`` as system-check errors: E012 missing, E013 invalid,
-    E014 unknown option."""
+    E014 unknown option, E015 an outbox the claims database cannot hold."""
     return [
         checks.Error(problem.message, id=f"astral_taskclaim.{CHECK_IDS[problem.kind]}")
         for problem in problems
@@ -227,7 +237,13 @@ class RemoteQueue(BaseQueue):
     """Base of the backends on a remote service: ``OPTIONS`` checked against
     the class's :attr:`option_spec` (credentials kept as :class:`Secret`),
     the same problems reported by :meth:`check` and raised on use, and a
-    client opened on first use that :meth:`close` closes."""
+    client opened on first use that :meth:`close` closes.
+
+    With ``outbox`` on, ``send``/``send_many`` write rows to the outbox
+    (:mod:`.outbox`) in the claims database instead of calling the service,
+    the queue is ``transactional``, and the relay sends the rows with
+    :meth:`deliver`.
+    """
 
     #: The backend's options, name to :class:`Option`.
     option_spec: ClassVar[Mapping[str, Option]] = {}
@@ -239,6 +255,55 @@ class RemoteQueue(BaseQueue):
                 # Keep the raw credential out of ``self.options``, where it could be dumped.
                 self.options[name] = Secret(self.options[name])
         self._client: Any = None
+        #: Whether sends go to the outbox, in the claims database.
+        self.outbox = self.options.get("outbox") is True
+        if self.outbox:
+            self.transactional = True
+            self.database = app_settings.DATABASE
+
+    def claim_statement(self, alias: str) -> ClaimStatement | None:
+        """With an outbox in database ``alias``, the statements writing
+        claims and outbox rows together; else ``None``."""
+        if not self.outbox or alias != self.database:
+            return None
+        return outbox.claim_statement(self.alias)
+
+    def send(self, body: Any, *, delay_seconds: float = 0) -> None:
+        """Sends ``body`` after ``delay_seconds``; with an outbox, writes it
+        to the outbox in the caller's transaction (the relay sends it, so
+        it cannot be delayed: ``delay_seconds`` must be 0)."""
+        if not self.outbox:
+            self.deliver_one(body, delay_seconds=delay_seconds)
+            return
+        if arguments.delay_seconds(delay_seconds, self.max_delay_seconds):
+            raise ValueError(
+                f"queue {self.alias!r}: the outbox's relay sends at once; delay_seconds must "
+                f"be 0, got {delay_seconds}"
+            )
+        self.send_many([body])
+
+    def send_many(self, bodies: Sequence[Any]) -> None:
+        """Sends at most :attr:`max_batch_size` ``bodies``, every one
+        checked first, with :meth:`deliver`; with an outbox, writes them to
+        the outbox in the caller's transaction, all or none."""
+        batch_bodies(f"queue {self.alias!r}", bodies, self.max_batch_size)
+        encoded = [self.encode(body) for body in bodies]
+        if self.outbox:
+            self._config()
+            outbox.insert(self.database, self.alias, encoded)
+        else:
+            self.deliver(encoded)
+
+    @abstractmethod
+    def deliver_one(self, body: Any, *, delay_seconds: float = 0) -> None:
+        """Sends one ``body`` to the service now, after ``delay_seconds``."""
+
+    @abstractmethod
+    def deliver(self, encoded: Sequence[bytes]) -> None:
+        """Sends bodies :meth:`encode` produced to the service now, in as
+        few requests as its limits allow, in order. When a request fails
+        after others went through, :class:`~.base.PartlySentError` names
+        the bodies not sent; any other error means none was."""
 
     @property
     def owner(self) -> str:
@@ -248,7 +313,11 @@ class RemoteQueue(BaseQueue):
     def _problems(self) -> tuple[dict[str, Any], list[OptionProblem]]:
         """The options' clean values and what is wrong with them; a backend
         extends it with rules across options."""
-        return parse_options(self.owner, self.options, self.option_spec)
+        config, problems = parse_options(self.owner, self.options, self.option_spec)
+        problem = outbox.database_problem() if self.outbox else None
+        if problem:
+            problems.append(OptionProblem("outbox", f"{self.owner}['outbox'] {problem}"))
+        return config, problems
 
     def _config(self) -> dict[str, Any]:
         """The clean options; ``ImproperlyConfigured`` listing any problem."""

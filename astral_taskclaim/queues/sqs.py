@@ -45,8 +45,8 @@ from .remote import (
     Option,
     OptionProblem,
     RemoteQueue,
-    batch_bodies,
     chunks,
+    flag,
     http_url,
     integer,
     optional,
@@ -80,6 +80,7 @@ OPTIONS = {
         integer(0, MAX_WAIT_TIME_SECONDS), default=DEFAULT_WAIT_TIME_SECONDS
     ),
     "visibility_timeout": Option(optional(integer(0, 43_200)), default=None),
+    "outbox": Option(flag, default=False),
 }
 _SECRETS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
 
@@ -100,7 +101,8 @@ class SQSQueue(RemoteQueue):
     ``aws_session_token``), each left to boto3 when not given;
     ``wait_time_seconds`` (longest long poll per call, 0-20, default 10);
     ``visibility_timeout`` (seconds a received message stays leased,
-    default the queue's own).
+    default the queue's own); ``outbox`` (default ``False``: send through
+    the transactional outbox and its relay, see :mod:`.outbox`).
     """
 
     max_batch_size = 10
@@ -194,7 +196,7 @@ class SQSQueue(RemoteQueue):
             )
         return data
 
-    def send(self, body: Any, *, delay_seconds: float = 0) -> None:
+    def deliver_one(self, body: Any, *, delay_seconds: float = 0) -> None:
         """``SendMessage``; ``delay_seconds`` (rounded up) at most 900. With
         no delay, no ``DelaySeconds`` is sent and the queue's own delay
         applies."""
@@ -215,14 +217,11 @@ class SQSQueue(RemoteQueue):
             **delayed,
         )
 
-    def send_many(self, bodies: Sequence[Any]) -> None:
-        """Sends at most 10 ``bodies`` with one ``SendMessageBatch``; every
-        body is checked first. Bodies over 256 KB in all are split over
-        several calls, which is then not atomic: when only some bodies were
-        sent (entries in SQS's ``Failed`` list, or a later call failing),
-        :class:`PartlySentError` names the others."""
-        batch_bodies(f"queue {self.alias!r}", bodies, self.max_batch_size)
-        encoded = [self.encode(body) for body in bodies]
+    def deliver(self, encoded: Sequence[bytes]) -> None:
+        """Sends ``encoded`` bodies with ``SendMessageBatch``: one call per
+        10 bodies or 256 KB. Several calls are not atomic: when only some
+        bodies were sent (entries in SQS's ``Failed`` list, or a later call
+        failing), :class:`PartlySentError` names the others."""
         client, config = self._connect()
         start = 0
         for chunk in chunks(encoded, self.max_batch_size, MAX_BATCH_BYTES):
@@ -324,6 +323,65 @@ class SQSQueue(RemoteQueue):
                 extra={"event": "queue.settle_failed", "queue": self.alias},
             )
             raise QueueError(f"SQS queue {self.alias!r}: not settled: {'; '.join(failed)}")
+
+    # Lease extension
+
+    supports_lease_extension = True
+    _queue_visibility: int | None = None
+
+    def lease_seconds(self) -> float:
+        """``visibility_timeout``, or the queue's own ``VisibilityTimeout``
+        (one ``GetQueueAttributes`` call, remembered)."""
+        client, config = self._connect()
+        if config["visibility_timeout"] is not None:
+            return float(config["visibility_timeout"])
+        if self._queue_visibility is None:
+            response = self._call(
+                "GetQueueAttributes",
+                client.get_queue_attributes,
+                QueueUrl=config["queue_url"],
+                AttributeNames=["VisibilityTimeout"],
+            )
+            self._queue_visibility = int(response["Attributes"]["VisibilityTimeout"])
+        return float(self._queue_visibility)
+
+    def extend_leases(
+        self, messages: Sequence[ReceivedMessage], *, seconds: float
+    ) -> list[ReceivedMessage]:
+        """``ChangeMessageVisibilityBatch``, 10 per call: each message is
+        hidden ``seconds`` (rounded up) from now, within SQS's 12 hours from
+        its receive. Returns those SQS changed; one it refuses (its receipt
+        handle no longer current) is left to its current consumer."""
+        whole = math.ceil(arguments.lease_seconds(seconds, self.max_delay_seconds))
+        receipts = [message.receipt for message in messages]
+        if not all(isinstance(receipt, Receipt) for receipt in receipts):
+            raise ValueError("extend_leases: a message was not received from an SQSQueue")
+        client, config = self._connect()
+        now = time.monotonic()
+        extended: list[ReceivedMessage] = []
+        for start in range(0, len(messages), self.max_batch_size):
+            chunk = messages[start : start + self.max_batch_size]
+            entries = [
+                {
+                    "Id": str(index),
+                    "ReceiptHandle": message.receipt.handle,
+                    "VisibilityTimeout": self._visibility_within_limit(whole, message.receipt, now),
+                }
+                for index, message in enumerate(chunk)
+            ]
+            response = self._call(
+                "ChangeMessageVisibilityBatch",
+                client.change_message_visibility_batch,
+                QueueUrl=config["queue_url"],
+                Entries=entries,
+            )
+            extended += [chunk[int(entry["Id"])] for entry in response.get("Successful", [])]
+        return extended
+
+    def _visibility_within_limit(self, seconds: int, receipt: Receipt, now: float) -> int:
+        # SQS counts its 12-hour visibility limit from the receive.
+        room = self.max_delay_seconds - math.ceil(now - receipt.received_at)
+        return max(min(seconds, room), 0)
 
     def _decode(self, item: dict[str, Any], received_at: float) -> ReceivedMessage:
         raw = item.get("Body", "")

@@ -20,25 +20,23 @@ runs them. Results are stored in ``taskclaim.task_result`` in
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from contextlib import nullcontext
 from datetime import datetime
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, transaction
 
-from ..claims import enqueue_claimed, in_transaction, sends_in_database
+from ..aio import async_write_alias
+from ..claims import enqueue_claimed, in_transaction
 from ..conf import app_settings
 from ..db import statements
-from ..envelope import message_body
 from ..queues import BaseQueue, queues
 from ..queues.postgres import PostgresQueue
 from ..tasks import registry
-from . import results
+from . import native, results
 from .compat import (
     BaseTaskBackend,
     InvalidTask,
@@ -49,18 +47,19 @@ from .compat import (
     task_enqueued,
 )
 from .runner import TaskRunner
-from .sending import RecordingSender, RunRequest
+from .sending import ENQUEUE_TRIES, RecordingSender, RunRequest
 from .task import ClaimTask, coalescing_key, validate_options
 
 OPTIONS = frozenset({"queue", "queues", "max_retries"})
 DEFAULT_MAX_RETRIES = 3
-#: Tries of the one-statement enqueue when a racing claim of the key ends
-#: between its check and its insert (the holder is then read again).
-ENQUEUE_TRIES = 3
 
 
-# The claim window of a run that does not coalesce (its key is unique).
-UNCOALESCED_WINDOW = 1.0
+def _in_claims_database(queue: BaseQueue, database: str) -> PostgresQueue | None:
+    """``queue`` if it is a stock PostgreSQL queue in ``database``, where
+    claim, message and result row can be one statement; else ``None``."""
+    if isinstance(queue, PostgresQueue) and queue.claim_statement(database) is not None:
+        return queue
+    return None
 
 
 class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
@@ -125,7 +124,7 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
             queue = queues[queue_alias]
         except ImproperlyConfigured:
             return False
-        return sends_in_database(queue, statements.configured_alias(), "send")
+        return _in_claims_database(queue, statements.configured_alias()) is not None
 
     def queue_for(self, queue_name: str) -> str:
         """The ``TASKCLAIM_QUEUES`` alias carrying Tasks of ``queue_name``."""
@@ -146,10 +145,9 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
                 messages.append(checks.Error(str(error), id="astral_taskclaim.E010"))
         return messages
 
-    def enqueue(self, task: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
-        """Queues one run of ``task`` and returns its ``TaskResult``; for a
-        coalescing task whose key is claimed, queues nothing and returns the
-        claiming run's result instead (its id is the claim token)."""
+    def _run_request(self, task: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> RunRequest:
+        """The run to enqueue, once the task, the options and the arguments
+        passed their checks (nothing is written before)."""
         self.validate_task(task)
         if self.problems:
             raise ImproperlyConfigured("; ".join(str(m.msg) for m in self.problems))
@@ -164,10 +162,18 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
         except (TypeError, ValueError) as error:
             raise TypeError(f"{task.module_path}: arguments must be JSON: {error}") from error
         request.key = coalescing_key(task, request.args, request.kwargs)
+        return request
+
+    def enqueue(self, task: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+        """Queues one run of ``task`` and returns its ``TaskResult``; for a
+        coalescing task whose key is claimed, queues nothing and returns the
+        claiming run's result instead (its id is the claim token)."""
+        request = self._run_request(task, args, kwargs)
         queue = queues[request.queue]
         database = statements.configured_alias()
-        if sends_in_database(queue, database, "send"):
-            enqueued_at, holder = self._enqueue_in_database(queue, database, request)
+        in_database = _in_claims_database(queue, database)
+        if in_database is not None:
+            enqueued_at, holder = self._enqueue_in_database(in_database, database, request)
         else:
             enqueued_at, holder = self._enqueue_elsewhere(queue, database, request)
         if holder is not None:
@@ -177,15 +183,37 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
         return result
 
     async def aenqueue(self, task: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
-        """:meth:`enqueue` from async code, off the event loop's thread."""
-        return await sync_to_async(self.enqueue, thread_sensitive=False)(task, args, kwargs)
+        """:meth:`enqueue` for async code, with the same checks and results,
+        its statements run natively on the event loop
+        (:mod:`~astral_taskclaim.aio`'s connections): on the PostgreSQL
+        queue, claim, message and result row in one statement.
+
+        It commits on its own, so inside ``transaction.atomic()`` it raises
+        ``TransactionManagementError``: call :meth:`enqueue` there (through
+        ``sync_to_async``) to commit the run with the block."""
+        request = self._run_request(task, args, kwargs)
+        queue = queues[request.queue]
+        database = async_write_alias(None, "aenqueue")
+        in_database = _in_claims_database(queue, database)
+        if in_database is not None:
+            enqueued_at, holder = await native.aenqueue_in_database(in_database, database, request)
+        else:
+            enqueued_at, holder = await native.aenqueue_elsewhere(queue, database, request)
+        if holder is not None:
+            try:
+                return results.to_task_result(await results.afetch(database, holder))
+            except TaskResultDoesNotExist:
+                return self._unrecorded_holder(holder, request)
+        result = self._new_result(request, enqueued_at)
+        await task_enqueued.asend(type(self), task_result=result)
+        return result
 
     def get_result(self, result_id: str) -> Any:
         """The stored run ``result_id``, from any process (``TaskResultDoesNotExist``)."""
         return results.to_task_result(results.fetch(statements.configured_alias(), result_id))
 
     async def aget_result(self, result_id: str) -> Any:
-        """:meth:`get_result` for async code."""
+        """:meth:`get_result` for async code, read natively on the event loop."""
         row = await results.afetch(statements.configured_alias(), result_id)
         return results.to_task_result(row)
 
@@ -195,23 +223,12 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
         """Claim, message and result row in one statement (joining the
         caller's transaction, in a savepoint)."""
         for _ in range(ENQUEUE_TRIES):
-            request.token = str(uuid.uuid4())
-            body = message_body(
-                request.envelope_key, request.token, request.window, request.payload
-            )
-            params = {
-                **request.row_params(),
-                "seconds": float(request.window + request.delay_seconds()),
-                "message_queue": queue.queue_name,
-                "body": queue.encode(body).decode("utf-8"),
-            }
+            params = request.in_database_params(queue)
             with _savepoint_if_in_transaction(database):
                 [(enqueued_at, holder)] = statements.run(database, "tasks/enqueue.sql", params)
             if enqueued_at is not None or holder is not None:
                 return enqueued_at, holder
-        raise transaction.TransactionManagementError(
-            f"{request.task.module_path}: key {request.key!r} kept changing hands; try again"
-        )
+        raise request.changing_hands(request.envelope_key)
 
     def _enqueue_elsewhere(
         self, queue: BaseQueue, database: str, request: RunRequest
@@ -224,20 +241,17 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
                 "transaction.on_commit(lambda: task.enqueue(...)) instead."
             )
         sender = RecordingSender(queue, database, request)
-        # A run that does not coalesce has a key of its own, so its claim
-        # only has to exist: one second keeps it valid for enqueue_claimed.
-        window = (request.window or UNCOALESCED_WINDOW) + request.delay_seconds()
         key = request.envelope_key
-        token = enqueue_claimed(sender, key, request.payload, window_seconds=window, using=database)
+        token = enqueue_claimed(
+            sender, key, request.payload, window_seconds=request.claim_window(), using=database
+        )
         if token is not None:
             request.token = token
             return sender.enqueued_at, None
         holder = statements.run(database, "tasks/holder.sql", {"key": key})
         if holder:
             return None, holder[0][0]
-        raise transaction.TransactionManagementError(
-            f"{request.task.module_path}: key {key!r} kept changing hands; try again"
-        )
+        raise request.changing_hands(key)
 
     def _new_result(self, request: RunRequest, enqueued_at: datetime | None) -> Any:
         return TaskResult(
@@ -261,8 +275,11 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
         try:
             return results.to_task_result(results.fetch(database, holder))
         except TaskResultDoesNotExist:
-            request.token = holder
-            return self._new_result(request, None)
+            return self._unrecorded_holder(holder, request)
+
+    def _unrecorded_holder(self, holder: str, request: RunRequest) -> Any:
+        request.token = holder
+        return self._new_result(request, None)
 
 
 def _savepoint_if_in_transaction(database: str) -> Any:

@@ -22,6 +22,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.module_loading import import_string
 
 from ..db import statements
+from ..db.aio_pool import pool
 from .compat import (
     Task,
     TaskError,
@@ -31,6 +32,28 @@ from .compat import (
     set_return_value,
 )
 from .models import StoredTaskResult
+
+#: The columns ``tasks/result.sql`` selects, in order.
+RESULT_COLUMNS = (
+    "id",
+    "task_path",
+    "backend",
+    "queue_name",
+    "queue",
+    "priority",
+    "run_after",
+    "key",
+    "status",
+    "args",
+    "kwargs",
+    "return_value",
+    "errors",
+    "worker_ids",
+    "enqueued_at",
+    "started_at",
+    "last_attempted_at",
+    "finished_at",
+)
 
 
 @cache
@@ -105,11 +128,13 @@ def fetch(database: str, result_id: object) -> StoredTaskResult:
 
 
 async def afetch(database: str, result_id: object) -> StoredTaskResult:
-    """:func:`fetch` for async code."""
-    row = await StoredTaskResult.objects.using(database).filter(pk=_uuid(result_id)).afirst()
-    if row is None:
+    """:func:`fetch` for async code, read on the event loop's own connection
+    (:mod:`~astral_taskclaim.db.aio_pool`), which loads ``jsonb`` as Python
+    values already."""
+    rows = await (await pool(database)).run("tasks/result.sql", {"id": _uuid(result_id)})
+    if not rows:
         raise TaskResultDoesNotExist(f"no task result {result_id!r}")
-    return row
+    return StoredTaskResult.from_db(database, list(RESULT_COLUMNS), rows[0])
 
 
 def _uuid(result_id: object) -> uuid.UUID:

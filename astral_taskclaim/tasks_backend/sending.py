@@ -9,13 +9,23 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 
 from ..db import statements
+from ..envelope import message_body
 from ..queues import BaseQueue
+from ..queues.postgres import PostgresQueue
 from .results import compact_json
 
 logger = logging.getLogger(__name__)
+
+#: Tries of the one-statement enqueue when a racing claim of the key ends
+#: between its check and its insert (the holder is then read again).
+ENQUEUE_TRIES = 3
+#: The claim window of a run that does not coalesce (its key is unique, so
+#: its claim only has to exist while ``enqueue_claimed`` sends).
+UNCOALESCED_WINDOW = 1.0
 
 
 @dataclass
@@ -68,6 +78,30 @@ class RunRequest:
             payload["maxRetries"] = retries
         return payload
 
+    def claim_window(self) -> float:
+        """Seconds the claim of a run sent through ``enqueue_claimed`` lasts:
+        the coalescing window (or :data:`UNCOALESCED_WINDOW`) after its delay."""
+        return (self.window or UNCOALESCED_WINDOW) + self.delay_seconds()
+
+    def in_database_params(self, queue: PostgresQueue) -> dict[str, Any]:
+        """A fresh token for the run, and the parameters of
+        ``tasks/enqueue.sql`` (claim, message and result row) with it."""
+        self.token = str(uuid.uuid4())
+        body = message_body(self.envelope_key, self.token, self.window, self.payload)
+        return {
+            **self.row_params(),
+            "seconds": float(self.window + self.delay_seconds()),
+            "message_queue": queue.queue_name,
+            "body": queue.encode(body).decode("utf-8"),
+        }
+
+    def changing_hands(self, key: str) -> transaction.TransactionManagementError:
+        """The error when ``key``'s claim kept ending and starting again
+        between the enqueue's tries."""
+        return transaction.TransactionManagementError(
+            f"{self.task.module_path}: key {key!r} kept changing hands; try again"
+        )
+
     def row_params(self) -> dict[str, Any]:
         """Parameters of the result row (``tasks/record.sql`` and ``enqueue.sql``)."""
         return {
@@ -99,17 +133,21 @@ class RecordingSender:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.queue, name)
 
+    def run_statement(self, path: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Runs a shipped SQL file on the results database (Django's connection)."""
+        return statements.run(self.database, path, params)
+
     def send(self, body: dict[str, Any]) -> None:
         """Records the run, then sends ``body`` to the queue."""
         self.request.token = body["claim"]
-        rows = statements.run(self.database, "tasks/record.sql", self.request.row_params())
+        rows = self.run_statement("tasks/record.sql", self.request.row_params())
         self.enqueued_at = rows[0][0]
         delay = min(self.request.delay_seconds(), self.queue.max_delay_seconds)
         try:
             self.queue.send(body, delay_seconds=delay)
         except Exception:
             try:
-                statements.run(self.database, "tasks/forget.sql", {"token": body["claim"]})
+                self.run_statement("tasks/forget.sql", {"token": body["claim"]})
             except Exception:
                 logger.error(
                     "run %s: send failed, then deleting its result row failed",

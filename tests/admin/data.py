@@ -96,3 +96,51 @@ def client_for(user: User, *, enforce_csrf_checks: bool = False) -> Client:
     client = Client(enforce_csrf_checks=enforce_csrf_checks)
     client.force_login(user)
     return client
+
+
+def add_run(
+    status: str,
+    *,
+    finished_ago: float | None = None,
+    retried_ago: tuple[float, ...] = (),
+    final_error: bool = False,
+    task_path: str = "tests.tasks_backend.jobs.add",
+    traceback: str = "Traceback (most recent call last):\nBoom: failed\n",
+) -> str:
+    """A Django Task run in ``taskclaim.task_result`` (times relative to the
+    database clock): finished ``finished_ago`` seconds ago, with a retried
+    error at each of ``retried_ago`` and, with ``final_error``, a final one
+    at its finish (as the worker writes them)."""
+    errors: list[tuple[float | None, bool]] = [(ago, False) for ago in retried_ago]
+    if final_error:
+        errors.append((finished_ago, True))
+    run_id = str(uuid.uuid4())
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """INSERT INTO taskclaim.task_result
+                 (id, task_path, backend, queue_name, queue, status, args, errors, worker_ids,
+                  enqueued_at, started_at, last_attempted_at, finished_at)
+               SELECT %(id)s, %(task_path)s, 'default', 'default', 'default', %(status)s, '[1, 2]',
+                      coalesce((
+                        SELECT jsonb_agg(jsonb_build_object(
+                          'exception_class_path', 'tests.tasks_backend.jobs.Boom',
+                          'traceback', %(traceback)s::text, 'attempt', n, 'final', final,
+                          'at', clock_timestamp() - make_interval(secs => ago)) ORDER BY n)
+                        FROM unnest(%(agos)s::float8[], %(finals)s::boolean[])
+                             WITH ORDINALITY AS e (ago, final, n)), '[]'),
+                      (SELECT jsonb_agg('test-host:1'::text) FROM generate_series(0, %(attempts)s)),
+                      clock_timestamp() - interval '2 days', clock_timestamp() - interval '1 day',
+                      clock_timestamp() - interval '1 minute',
+                      clock_timestamp() - make_interval(secs => %(finished_ago)s::float8)""",
+            {
+                "id": run_id,
+                "task_path": task_path,
+                "status": status,
+                "traceback": traceback,
+                "agos": [ago for ago, _final in errors],
+                "finals": [final for _ago, final in errors],
+                "attempts": len(retried_ago),
+                "finished_ago": finished_ago,
+            },
+        )
+    return run_id

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
-from astral_taskclaim.admin.chart import HEIGHT, bucket_label, nice_ceiling, timeline_chart
+from astral_taskclaim.admin.chart import (
+    HEIGHT,
+    bucket_label,
+    history_chart,
+    nice_ceiling,
+    past_bucket_label,
+    timeline_chart,
+)
 
 
 @pytest.mark.parametrize(
@@ -66,6 +75,60 @@ def test_large_counts_get_grouped_axis_labels():
         ({"a": ("a", [])}, 30, ValueError, "same, non-zero"),
     ],
 )
-def test_bad_input_is_refused(series, minutes, error, match):
+@pytest.mark.parametrize("layout", [timeline_chart, history_chart])
+def test_bad_input_is_refused(series, minutes, error, match, layout):
     with pytest.raises(error, match=match):
-        timeline_chart(series, bucket_minutes=minutes)
+        layout(series, bucket_minutes=minutes)
+
+
+def test_past_bucket_labels():
+    assert past_bucket_label(0, bucket_minutes=1) == "0-1 min ago"
+    assert past_bucket_label(59, bucket_minutes=1) == "59-60 min ago"
+    assert past_bucket_label(2, bucket_minutes=30) == "60-90 min ago"
+    assert past_bucket_label(47, bucket_minutes=30) == "23.5-24 h ago"
+
+
+def test_history_stacks_each_bucket_oldest_at_the_left():
+    chart = history_chart(
+        {
+            "succeeded": ("succeeded", [6, 0, 2]),
+            "retried": ("retried", [3, 0, 0]),
+            "failed": ("failed", [1, 0, 0]),
+        },
+        bucket_minutes=1,
+    )
+
+    # Zero counts draw nothing: four segments in two bars.
+    assert [(bar.series, bar.count) for bar in chart.bars] == [
+        ("succeeded", 6), ("retried", 3), ("failed", 1), ("succeeded", 2),
+    ]  # fmt: skip
+    latest = chart.bars[:3]
+    assert {bar.x for bar in latest} == {latest[0].x}
+    assert latest[0].y + latest[0].height == pytest.approx(chart.plot_bottom)
+    for lower, upper in pairwise(latest):
+        assert upper.y + upper.height == pytest.approx(lower.y)
+    assert latest[2].y == pytest.approx(chart.plot_top)  # the total, 10, is the top
+    oldest = chart.bars[3]
+    assert oldest.x < latest[0].x
+    assert latest[0].x + latest[0].width < chart.plot_right
+    assert oldest.title == "succeeded, 2-3 min ago: 2"
+    assert chart.rows[0] == ("2-3 min ago", [2, 0, 0])
+    assert chart.rows[-1] == ("0-1 min ago", [6, 3, 1])
+    assert chart.total == 12
+
+
+@pytest.mark.parametrize(
+    ("buckets", "minutes", "labels"),
+    [
+        (60, 1, ["60 min ago", "50 min ago", "40 min ago", "30 min ago", "20 min ago",
+                 "10 min ago", "now"]),
+        (48, 30, ["24 h ago", "20 h ago", "16 h ago", "12 h ago", "8 h ago", "4 h ago", "now"]),
+    ],
+)  # fmt: skip
+def test_history_axis_labels_stay_few_and_end_at_now(buckets, minutes, labels):
+    chart = history_chart({"runs": ("runs", [0] * buckets)}, bucket_minutes=minutes)
+
+    assert [tick.label for tick in chart.x_ticks] == labels
+    assert chart.x_ticks[0].x == chart.plot_left
+    assert chart.x_ticks[-1].x == chart.plot_right
+    assert chart.bars == []

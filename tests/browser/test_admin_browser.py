@@ -9,98 +9,16 @@ Set ``TASKCLAIM_CHROMIUM`` to use another Chromium binary.
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from django.contrib.auth.models import User
-from django.db import connection
 
 from tests.admin.data import PASSWORD, add_message, claim_keys, envelope, staff
 from tests.claimkit import insert_claim
 
-CHROMIUM = os.environ.get("TASKCLAIM_CHROMIUM") or shutil.which("chromium") or ""
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
-LAUNCH_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+from .support import BROWSER_MARKS, expect, log_in, shot
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed")
-
-pytestmark = [
-    pytest.mark.skipif(
-        not (CHROMIUM and os.access(CHROMIUM, os.X_OK)),
-        reason=f"no executable Chromium ({CHROMIUM or 'chromium not on PATH'}); install "
-        "Debian's chromium or set TASKCLAIM_CHROMIUM",
-    ),
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
-]
-
-expect = sync_api.expect
-
-
-def _empty_tables() -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE taskclaim.claim, taskclaim.message")
-
-
-@pytest.fixture(scope="module")
-def _sync_orm_beside_playwright() -> Iterator[None]:
-    """Playwright's sync API keeps an event loop running on this thread
-    while the browser is open, and Django refuses ORM calls from a thread
-    with a running loop unless told it is safe; it is here: the calls are
-    the test's own, made between browser steps."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        yield
-
-
-@pytest.fixture(autouse=True)
-def _clean_tables(_sync_orm_beside_playwright: None) -> Iterator[None]:
-    """Empty claim and message tables (a transactional test's flush leaves
-    the app's unmanaged tables alone)."""
-    _empty_tables()
-    yield
-    _empty_tables()
-
-
-@pytest.fixture(scope="module")
-def browser(_sync_orm_beside_playwright: None) -> Iterator[Any]:
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser: Any, live_server: Any) -> Iterator[Any]:
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    yield page
-    context.close()
-
-
-def shot(page: Any, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
-
-
-def log_in(page: Any, username: str) -> None:
-    page.goto("/admin/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    expect(page.locator("#user-tools")).to_contain_text(username)
+pytestmark = BROWSER_MARKS
 
 
 def test_log_in_browse_search_and_release(page: Any) -> None:

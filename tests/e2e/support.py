@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 from urllib.parse import quote, urlencode
 
 import pytest
@@ -19,6 +22,18 @@ def wait_for(condition: Callable[[], object], what: str, timeout: float = DEADLI
         if time.monotonic() > ends:
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.05)
+
+
+def json_lines(path: Path) -> list[Any]:
+    """The JSON lines a running (or killed) process wrote to ``path`` so
+    far: only complete lines count, as the last one may still be being
+    written (a long record takes more than one write) or was cut off by a
+    SIGKILL."""
+    if not path.exists():
+        return []
+    text = path.read_text(encoding="utf-8", errors="replace")
+    complete = text[: text.rfind("\n") + 1]
+    return [json.loads(line) for line in complete.splitlines() if line.strip()]
 
 
 def database_url(application_name: str) -> str:

@@ -29,7 +29,7 @@ from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.testing import lock_waiters
 from tests.claimkit import raw_connection
 
-from .support import DEADLINE, database_url, wait_for
+from .support import DEADLINE, database_url, json_lines, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -72,10 +72,7 @@ class E2E:
         return token
 
     def runs(self) -> list[dict[str, Any]]:
-        path = self.tmp / "runs.jsonl"
-        if not path.exists():
-            return []
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        return json_lines(self.tmp / "runs.jsonl")
 
     def messages(self) -> list[tuple[Any, ...]]:
         """(task id, attempts, leased, due in seconds) of each queued message."""

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command, get_commands, load_command_class
 from django.core.management.base import CommandError
+from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import registry
@@ -141,6 +143,22 @@ def test_file_enqueues_json_lines_with_a_progress_bar(jobs: PostgresQueue, tmp_p
         ("room:2", 60),
         ("room:9", 5),
     ]
+
+
+def test_file_lines_go_in_one_statement_per_run_of_one_window(
+    jobs: PostgresQueue, tmp_path: Path
+) -> None:
+    lines = [{"key": f"k{n}", "task": n} for n in range(1500)]
+    lines += [{"key": "short", "task": 1, "window": 5}, {"key": "k0", "task": 2}]
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    with CaptureQueriesContext(connection) as queries:
+        out, _ = enqueue("jobs", "--file", str(path), "--window", "60")
+    assert out == "1501 enqueued, 1 already claimed, 1502 lines\n"
+    sends = [query for query in queries if "INSERT INTO taskclaim.message" in query["sql"]]
+    # 1000 lines, 500 lines, the line with its own window, the last line.
+    assert len(sends) == 4
+    assert len(bodies(jobs)) == 1501
 
 
 @pytest.mark.parametrize(

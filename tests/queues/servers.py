@@ -4,6 +4,7 @@
   Cloudflare Queues REST API.
 - :func:`running_moto`: moto in server mode (real HTTP), with IAM
   authentication enforced, so a wrong key is refused as AWS would refuse it.
+- :class:`CloudflareOutbox`: a Cloudflare queue with a transactional outbox.
 
 Each server is started once per test process, on first use, and stops when
 the process exits. The fixtures handing them to tests (``cloudflare_server``,
@@ -23,6 +24,7 @@ from typing import Any
 
 import boto3
 import httpx
+from django.db import connection
 from moto.server import ThreadedMotoServer
 
 from astral_taskclaim.queues.sqs import SQSQueue
@@ -120,3 +122,25 @@ def recorded(queue: SQSQueue) -> list[tuple[str, dict[str, Any]]]:
 
     client.meta.events.register("before-parameter-build.sqs", record)
     return calls
+
+
+@dataclass(frozen=True)
+class CloudflareOutbox:
+    """A Cloudflare queue with an outbox, configured as ``alias``."""
+
+    alias: str
+    queue_id: str
+    options: dict[str, Any]
+
+    def config(self) -> dict[str, Any]:
+        """``TASKCLAIM_QUEUES`` with this queue."""
+        backend = "astral_taskclaim.queues.cloudflare.CloudflareQueue"
+        return {self.alias: {"BACKEND": backend, "OPTIONS": self.options}}
+
+    def rows(self) -> list[str]:
+        """The bodies in its outbox, oldest first."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT body FROM taskclaim.outbox WHERE queue = %s ORDER BY id", [self.alias]
+            )
+            return [body for (body,) in cursor.fetchall()]

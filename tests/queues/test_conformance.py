@@ -262,3 +262,51 @@ def test_wrong_credentials_or_queue_raise_a_clear_queue_error(
         for error in (sending.value, receiving.value):
             assert secret not in str(error)
             assert repr(queue.alias) in str(error)
+
+
+def test_an_extended_lease_keeps_the_message_past_its_visibility_timeout(
+    queue: BaseQueue,
+) -> None:
+    if not queue.supports_lease_extension:  # Cloudflare's pull API cannot
+        with pytest.raises(NotImplementedError, match="cannot extend leases"):
+            queue.extend_leases([], seconds=1)
+        return
+    assert queue.lease_seconds() == LEASE_SECONDS
+    queue.send_many([{"n": 1}, {"n": 2}])
+    received = drain(queue, 2)
+    assert queue.extend_leases(received, seconds=LEASE_SECONDS * 3) == received
+    # Past the lease the receive granted, with room to spare: nothing is back.
+    waited = time.monotonic()
+    assert queue.receive(max_messages=2, wait_seconds=LEASE_SECONDS + 1).messages == []
+    assert time.monotonic() - waited >= LEASE_SECONDS
+    for message in received:
+        message.ack()
+    queue.settle(received)
+    assert_empty(queue)
+
+
+def test_a_lease_taken_by_another_delivery_is_not_extended(queue: BaseQueue) -> None:
+    # SQS itself may accept an earlier receipt handle on a standard queue
+    # (moto always does): there the worker's LeaseKeeper does not extend a
+    # lease it knows has run out (tests/test_lease_keeper.py).
+    if not queue.supports_lease_extension or isinstance(queue, SQSQueue):
+        return
+    queue.send({"n": 1})
+    [first] = drain(queue, 1)
+    [second] = drain(queue, 1)  # the first lease ran out; a new delivery took it
+    assert second.attempts == 2
+    assert queue.extend_leases([first], seconds=LEASE_SECONDS * 3) == []
+    second.ack()
+    queue.settle([second])
+    assert_empty(queue)
+
+
+@pytest.mark.parametrize("seconds", [0, -1, MAX_DELAY_SECONDS + 1, float("nan"), True, "5"])
+def test_bad_lease_lengths_are_refused(queue: BaseQueue, seconds: object) -> None:
+    if not queue.supports_lease_extension:
+        return
+    queue.send({"n": 1})
+    [message] = drain(queue, 1)
+    error = TypeError if isinstance(seconds, bool | str) else ValueError
+    with pytest.raises(error, match="seconds"):
+        queue.extend_leases([message], seconds=seconds)  # type: ignore[arg-type]

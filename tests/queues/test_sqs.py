@@ -223,7 +223,7 @@ def test_options_are_checked_before_any_call() -> None:
         f"{owner}['wait_time_seconds'] must be an integer in [0, 20], got 21",
         f"{owner} needs both aws_access_key_id and aws_secret_access_key, or neither",
         f"{owner} has unknown option 'region'; known: aws_access_key_id, aws_secret_access_key, "
-        "aws_session_token, endpoint_url, queue_url, region_name, visibility_timeout, "
+        "aws_session_token, endpoint_url, outbox, queue_url, region_name, visibility_timeout, "
         "wait_time_seconds",
     }
     assert "AKIAEXAMPLE" not in repr(found)
@@ -281,3 +281,25 @@ def test_status_reports_the_approximate_counts(moto_sqs: MotoSQS) -> None:
     found = queue.status()
     assert (found.ready, found.delayed, found.leased) == (1, 1, 1)
     assert found.details == {"approximate": True}
+
+
+def test_leases_are_extended_in_one_visibility_call_per_ten(moto_sqs: MotoSQS) -> None:
+    url = moto_sqs.create_queue(VisibilityTimeout="45")
+    queue = SQSQueue("sqs", options=moto_sqs.options(url))
+    calls = recorded(queue)
+    assert queue.lease_seconds() == 45  # the queue's own, asked once
+    assert queue.lease_seconds() == 45
+    assert [operation for operation, _ in calls] == ["GetQueueAttributes"]
+    queue.send({"n": 1})
+    [message] = queue.receive(max_messages=1, wait_seconds=1).messages
+    # As if the message had been leased for 100 s already: the 12 hours
+    # SQS allows count from the receive.
+    message.receipt = Receipt(message.receipt.handle, message.receipt.received_at - 100)
+    assert queue.extend_leases([message], seconds=43_200) == [message]
+    assert calls[-1][0] == "ChangeMessageVisibilityBatch"
+    [entry] = calls[-1][1]["Entries"]
+    assert 43_099 <= entry["VisibilityTimeout"] <= 43_100
+    assert queue.extend_leases([message], seconds=29.2) == [message]
+    assert calls[-1][1]["Entries"][0]["VisibilityTimeout"] == 30  # whole seconds, rounded up
+    configured = SQSQueue("sqs", options=moto_sqs.options(url, visibility_timeout=20))
+    assert configured.lease_seconds() == 20

@@ -40,11 +40,18 @@ class Attempt:
 
 
 def hammer(
-    *, keys: list[str], window: float, seed: int, claimer: str, stop: Callable[[], bool]
+    *,
+    keys: list[str],
+    window: float,
+    seed: int,
+    claimer: str,
+    stop: Callable[[], bool],
+    log: list[Attempt] | None = None,
 ) -> list[Attempt]:
-    """Claims, holds and releases ``keys`` until ``stop()``; the log."""
+    """Claims, holds and releases ``keys`` until ``stop()``; the log
+    (``log``, appended to as it goes, so another thread can count it)."""
     rng = random.Random(seed)
-    log: list[Attempt] = []
+    log = [] if log is None else log
     while not stop():
         key = rng.choice(keys)
         if rng.random() < 0.25:

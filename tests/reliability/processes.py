@@ -29,7 +29,7 @@ from django.db import connection, connections
 from astral_taskclaim.claims import enqueue_claimed
 from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.claimkit import raw_connection
-from tests.e2e.support import database_url
+from tests.e2e.support import database_url, json_lines
 from tests.reliability.support import ROOT
 from tests.reliability.workerapp.tasks import CHANNEL, RUNS_TABLE
 
@@ -64,11 +64,8 @@ class WorkerProcess:
         return self.output_path.read_text(encoding="utf-8", errors="replace")
 
     def events(self) -> list[dict[str, Any]]:
-        """The records its log file holds so far."""
-        if not self.events_path.exists():
-            return []
-        lines = self.events_path.read_text(encoding="utf-8").splitlines()
-        return [json.loads(line) for line in lines if line.strip()]
+        """The records its log file holds so far (complete lines only)."""
+        return json_lines(self.events_path)
 
     def kill(self) -> None:
         """SIGKILL, and reap it."""

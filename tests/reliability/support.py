@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
+import re
 import secrets
 import threading
 import time
@@ -25,6 +27,9 @@ import pytest
 from django.db import connection
 from psycopg import sql
 
+from astral_taskclaim.queues.base import BaseQueue
+from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
+from astral_taskclaim.worker import Worker
 from tests.claimkit import raw_connection
 
 STRESS = os.environ.get("TASKCLAIM_STRESS") == "1"
@@ -133,3 +138,38 @@ def execute(query: sql.Composed, params: list[Any] | None = None) -> None:
     """Runs ``query`` as the test's own (superuser) login, on its own connection."""
     with raw_connection() as admin:
         admin.execute(query, params)
+
+
+#: Keys the fuzz tests hold claims of while bodies are fuzzed.
+LIVE_KEYS = ["fuzz:1", "fuzz:'2'", "fuzz:%s"]
+TOKEN = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def is_envelope(body: Any) -> bool:
+    """The TypeScript package's envelope check, restated: a str key, a UUID
+    claim, a finite number of window seconds from 0 (a bool is no number);
+    and a claim that could have been written: a key of 1 to 1024 UTF-8 bytes
+    without NUL, a window of at most 10**11 seconds."""
+    if not isinstance(body, dict):
+        return False
+    key, claim, window = body.get("key"), body.get("claim"), body.get("windowSeconds")
+    if not isinstance(key, str) or not isinstance(claim, str) or not TOKEN.fullmatch(claim):
+        return False
+    try:
+        if not 1 <= len(key.encode("utf-8")) <= 1024 or "\x00" in key:
+            return False
+    except UnicodeEncodeError:
+        return False
+    if isinstance(window, bool) or not isinstance(window, int | float):
+        return False
+    try:
+        return math.isfinite(float(window)) and 0 <= window <= 10**11
+    except OverflowError:
+        return False
+
+
+def drain(queue: BaseQueue, run: Any, *, max_retries: int = 3) -> Any:
+    task: ClaimedTask[Any] = TaskRegistry().task(
+        queue="fuzz", name="fuzz", max_retries=max_retries, parse=lambda t: ("parsed", t)
+    )(run)
+    return Worker("fuzz", task=task, backend=queue, wait=0, burst=True).run()

@@ -28,8 +28,8 @@ from tests.reliability.workerapp.tasks import MODES
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 WORKERS = 3
-KILLS = sized(6, 40)
-TASKS = sized(60, 600)
+KILLS = sized(6, 50)
+TASKS = sized(60, 750)
 
 
 def make_tasks(rng: random.Random) -> list[dict[str, object]]:

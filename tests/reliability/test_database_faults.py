@@ -36,7 +36,7 @@ from tests.reliability.support import EventLog, record_figures, sized, wait_unti
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TERMINATIONS = sized(4, 30)
-RESTARTS = sized(1, 3)
+RESTARTS = sized(1, 5)
 
 
 def ok_tasks(first: int, count: int) -> list[dict[str, Any]]:

@@ -51,6 +51,8 @@ THREADS = sized(6, 16)
 PROCESSES = sized(2, 4)
 WINDOW = 0.2
 WINDOWS_PER_KEY = sized(5, 40)
+#: Claim attempts the threads make at least (the processes add theirs).
+ATTEMPTS = sized(0, 1_000_000)
 
 
 def start_process(number: int, keys: list[str], tmp: Path) -> tuple[subprocess.Popen[str], Path]:
@@ -80,12 +82,13 @@ def test_one_token_per_key_per_window_under_threads_and_processes(tmp_path: Path
 
     def claim_in_thread(number: int) -> None:
         try:
-            thread_logs[number] = hammer(
+            hammer(
                 keys=keys,
                 window=WINDOW,
                 seed=1000 + number,
                 claimer=f"thread-{number}",
                 stop=stop.is_set,
+                log=thread_logs[number],
             )
         finally:
             connections.close_all()
@@ -113,6 +116,11 @@ def test_one_token_per_key_per_window_under_threads_and_processes(tmp_path: Path
             "a claim won by every process",
             timeout=120,
         )
+        wait_until(
+            lambda: sum(len(log) for log in thread_logs) >= ATTEMPTS,
+            f"{ATTEMPTS:,} claim attempts",
+            timeout=1200,
+        )
     finally:
         stop.set()
         (tmp_path / "stop").touch()
@@ -137,6 +145,7 @@ def test_one_token_per_key_per_window_under_threads_and_processes(tmp_path: Path
     assert {w.application for w in history} >= process_names
     refused = sum(1 for a in claims if a.token is None)
     assert refused > 0
+    assert len(claims) >= ATTEMPTS
     per_key = {key: sum(1 for a in claims if a.key == key and a.token) for key in keys}
     record_figures(
         "exclusivity_load",
@@ -145,6 +154,7 @@ def test_one_token_per_key_per_window_under_threads_and_processes(tmp_path: Path
         processes=PROCESSES,
         window_seconds=WINDOW,
         attempts=len(attempts),
+        claim_attempts=len(claims),
         claims_won=len(won),
         claims_refused=refused,
         holds=sum(1 for a in attempts if a.op == "hold"),

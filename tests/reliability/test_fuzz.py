@@ -15,8 +15,6 @@
 
 from __future__ import annotations
 
-import math
-import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -32,12 +30,18 @@ from astral_taskclaim.queues.base import BaseQueue, MessageBatch, ReceivedMessag
 from astral_taskclaim.queues.cloudflare import CloudflareQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.queues.sqs import SQSQueue
-from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
-from astral_taskclaim.worker import Worker
 from tests.claimkit import insert_claim
 from tests.queues.cloudflare_server import CloudflareQueuesServer, StoredMessage
 from tests.queues.servers import MotoSQS
-from tests.reliability.support import EventLog, record_figures, sized, table_snapshot
+from tests.reliability.support import (
+    LIVE_KEYS,
+    EventLog,
+    drain,
+    is_envelope,
+    record_figures,
+    sized,
+    table_snapshot,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("clean_tables")]
 
@@ -53,8 +57,7 @@ def fuzz(examples: int) -> settings:
 
 
 # Live claims the fuzzed bodies can name, with their real tokens.
-LIVE_KEYS = ["fuzz:1", "fuzz:'2'", "fuzz:%s"]
-TOKEN = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
 
 json_values = st.recursive(
     st.none()
@@ -104,29 +107,6 @@ def envelope_like(
     return body
 
 
-def is_envelope(body: Any) -> bool:
-    """The TypeScript package's envelope check, restated: a str key, a UUID
-    claim, a finite number of window seconds from 0 (a bool is no number);
-    and a claim that could have been written: a key of 1 to 1024 UTF-8 bytes
-    without NUL, a window of at most 10**11 seconds."""
-    if not isinstance(body, dict):
-        return False
-    key, claim, window = body.get("key"), body.get("claim"), body.get("windowSeconds")
-    if not isinstance(key, str) or not isinstance(claim, str) or not TOKEN.fullmatch(claim):
-        return False
-    try:
-        if not 1 <= len(key.encode("utf-8")) <= 1024 or "\x00" in key:
-            return False
-    except UnicodeEncodeError:
-        return False
-    if isinstance(window, bool) or not isinstance(window, int | float):
-        return False
-    try:
-        return math.isfinite(float(window)) and 0 <= window <= 10**11
-    except OverflowError:
-        return False
-
-
 @pytest.fixture
 def live_tokens() -> list[str]:
     return [insert_claim(key, seconds=600) for key in LIVE_KEYS]
@@ -171,13 +151,6 @@ def fuzz_queue() -> Iterator[PostgresQueue]:
     queue = PostgresQueue("fuzz", options={"queue_name": f"fuzz-{uuid.uuid4().hex}"})
     yield queue
     queue.close()
-
-
-def drain(queue: BaseQueue, run: Any, *, max_retries: int = 3) -> Any:
-    task: ClaimedTask[Any] = TaskRegistry().task(
-        queue="fuzz", name="fuzz", max_retries=max_retries, parse=lambda t: ("parsed", t)
-    )(run)
-    return Worker("fuzz", task=task, backend=queue, wait=0, burst=True).run()
 
 
 def test_a_worker_survives_any_stored_body(

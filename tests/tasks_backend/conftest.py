@@ -5,7 +5,9 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.test import override_settings
 
+from astral_taskclaim.queues import memory
 from astral_taskclaim.tasks_backend.compat import task_backends
 
 from . import jobs
@@ -32,3 +34,20 @@ def _calls(transactional_db: None) -> Iterator[list[Any]]:
 @pytest.fixture
 def backend() -> Any:
     return task_backends["default"]
+
+
+@pytest.fixture
+def memory_backend() -> Iterator[Any]:
+    """The default Django Tasks backend on a memory queue; its store."""
+    queues = {"mem": {"BACKEND": "astral_taskclaim.queues.memory.MemoryQueue"}}
+    tasks = {
+        "default": {
+            "BACKEND": "astral_taskclaim.tasks_backend.ClaimTaskBackend",
+            "QUEUES": ["default", "urgent"],
+            "OPTIONS": {"queue": "mem"},
+        }
+    }
+    memory.reset()
+    with override_settings(TASKCLAIM_QUEUES=queues, TASKS=tasks):
+        yield memory.store_for("mem")
+    memory.reset()

@@ -32,3 +32,10 @@ def message_rows() -> list[tuple[Any, ...]]:
             "FROM taskclaim.message WHERE queue = 'default' ORDER BY id"
         )
         return [(json.loads(body), *rest) for body, *rest in cursor.fetchall()]
+
+
+def claims() -> list[tuple[str, str]]:
+    """Every claim's key and token, by key."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT key, token::text FROM taskclaim.claim ORDER BY key")
+        return cursor.fetchall()

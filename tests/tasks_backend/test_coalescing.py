@@ -8,17 +8,10 @@ import pytest
 from django.db import connection, transaction
 from django.test import override_settings
 
-from astral_taskclaim.queues import memory
 from astral_taskclaim.tasks_backend.compat import TaskResultStatus
 
 from . import jobs
-from .running import drain, message_rows
-
-
-def claims() -> list[tuple[str, str]]:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT key, token::text FROM taskclaim.claim ORDER BY key")
-        return cursor.fetchall()
+from .running import claims, drain, message_rows
 
 
 def test_enqueues_of_the_same_arguments_coalesce_into_the_claiming_run() -> None:
@@ -93,22 +86,6 @@ def test_enqueue_in_a_committed_transaction_commits_with_it() -> None:
         result = jobs.add.enqueue(1, 2)
     assert jobs.add.get_result(result.id).status == TaskResultStatus.READY
     assert len(message_rows()) == 1
-
-
-@pytest.fixture
-def memory_backend() -> Any:
-    queues = {"mem": {"BACKEND": "astral_taskclaim.queues.memory.MemoryQueue"}}
-    tasks = {
-        "default": {
-            "BACKEND": "astral_taskclaim.tasks_backend.ClaimTaskBackend",
-            "QUEUES": ["default", "urgent"],
-            "OPTIONS": {"queue": "mem"},
-        }
-    }
-    memory.reset()
-    with override_settings(TASKCLAIM_QUEUES=queues, TASKS=tasks):
-        yield memory.store_for("mem")
-    memory.reset()
 
 
 def test_a_remote_queue_refuses_enqueue_inside_a_transaction(memory_backend: Any) -> None:

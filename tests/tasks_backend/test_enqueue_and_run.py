@@ -118,7 +118,7 @@ def test_unknown_results_do_not_exist(backend: Any) -> None:
 
 
 def test_aget_result_and_arefresh_read_the_same_row() -> None:
-    from asgiref.sync import async_to_sync
+    from tests.aiokit import run
 
     result = jobs.add.enqueue(1, 1)
     drain()
@@ -128,7 +128,7 @@ def test_aget_result_and_arefresh_read_the_same_row() -> None:
         await result.arefresh()
         return stored
 
-    stored = async_to_sync(read)()
+    stored = run(read())
     assert stored.return_value == 2
     assert result.return_value == 2
 

@@ -13,7 +13,7 @@ from django.db import DatabaseError
 
 from ...conf import app_settings
 from ...migrated import NotMigratedError, ensure_migrated
-from ...queues import QueueError
+from ...queues import QueueError, unknown_queue
 from ...worker import TaskRun, Worker
 
 #: Console log level by ``--verbosity``: 0 warnings, 1 a line per batch, 2+ debug
@@ -58,11 +58,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         queue = options["queue"]
-        known = list(app_settings.QUEUES)
-        if queue not in known:
-            raise CommandError(
-                f"unknown queue {queue!r}; TASKCLAIM_QUEUES has: {', '.join(known) or 'none'}"
-            )
+        if queue not in app_settings.QUEUES:
+            raise CommandError(unknown_queue(queue))
         verbosity = options["verbosity"]
         try:
             worker = Worker(
@@ -83,40 +80,38 @@ class Command(BaseCommand):
         _ensure_migrated(worker)
         if options["metrics_port"] is not None:
             _serve_metrics(worker, options["metrics_port"])
-        with self._console_log(verbosity), worker.signal_handlers():
+        with console_log(self.stderr, verbosity), worker.signal_handlers():
             try:
                 stats = worker.run()
             except NotMigratedError as error:
                 raise CommandError(str(error)) from error
         if verbosity >= 1:
-            self.stdout.write(
-                f"{queue}: {stats.received} received, {stats.ok} ok, {stats.retried} retried, "
-                f"{stats.failed} failed, {stats.malformed} malformed, "
-                f"{stats.unparseable} unparseable"
-            )
+            self.stdout.write(str(stats))
         if options["burst"]:
             self.stdout.write(burst_report(worker))
 
     def _print_run(self, run: TaskRun) -> None:
         self.stdout.write(str(run))
 
-    @contextmanager
-    def _console_log(self, verbosity: int) -> Iterator[None]:
-        """Shows the app's log records at ``verbosity`` on stderr while running."""
-        level = LEVELS.get(verbosity, logging.DEBUG)
-        handler = logging.StreamHandler(_Unstyled(self.stderr))
-        handler.setLevel(level)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        logger = logging.getLogger("astral_taskclaim")
-        previous = logger.level
-        if logger.getEffectiveLevel() > level:
-            logger.setLevel(level)
-        logger.addHandler(handler)
-        try:
-            yield
-        finally:
-            logger.removeHandler(handler)
-            logger.setLevel(previous)
+
+@contextmanager
+def console_log(stderr: OutputWrapper, verbosity: int) -> Iterator[None]:
+    """Shows the app's log records at ``verbosity`` on a command's
+    ``stderr`` while running."""
+    level = LEVELS.get(verbosity, logging.DEBUG)
+    handler = logging.StreamHandler(_Unstyled(stderr))
+    handler.setLevel(level)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger = logging.getLogger("astral_taskclaim")
+    previous = logger.level
+    if logger.getEffectiveLevel() > level:
+        logger.setLevel(level)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)
 
 
 def _ensure_migrated(worker: Worker) -> None:

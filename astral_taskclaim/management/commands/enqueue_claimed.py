@@ -13,6 +13,7 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -20,11 +21,12 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
+from ...bulk import enqueue_claimed_many
 from ...claims import enqueue_claimed
 from ...conf import app_settings
 from ...envelope import PLACEHOLDER_TOKEN, message_body
 from ...logtext import printable
-from ...queues import BaseQueue, create_queue
+from ...queues import BaseQueue, create_queue, unknown_queue
 from ...tasks import registry
 from ...validation import check_encodes, validate_key, validate_seconds
 
@@ -32,6 +34,8 @@ from ...validation import check_encodes, validate_key, validate_seconds
 ALREADY_CLAIMED = 3
 _LINE_FIELDS = frozenset({"key", "task", "window"})
 _BAR_WIDTH = 30
+#: Most lines one ``enqueue_claimed_many`` call of ``--file`` takes.
+BATCH_LINES = 1000
 
 
 @dataclass(frozen=True)
@@ -105,11 +109,8 @@ class Command(BaseCommand):
         self.stdout.write(token)
 
     def _queue(self, alias: str) -> BaseQueue:
-        known = list(app_settings.QUEUES)
-        if alias not in known:
-            raise CommandError(
-                f"unknown queue {alias!r}; TASKCLAIM_QUEUES has: {', '.join(known) or 'none'}"
-            )
+        if alias not in app_settings.QUEUES:
+            raise CommandError(unknown_queue(alias))
         try:
             queue = create_queue(alias)
         except ImproperlyConfigured as error:
@@ -180,29 +181,34 @@ class Command(BaseCommand):
     def _enqueue_many(
         self, queue: BaseQueue, items: list[Item], using: str | None, verbosity: int
     ) -> None:
-        sent = claimed = 0
+        """Enqueues ``items`` with ``enqueue_claimed_many``, in batches of
+        consecutive lines that share a window (at most :data:`BATCH_LINES`
+        each), so the rules are those of one call and a batch costs one
+        statement on the PostgreSQL queue (or an outbox)."""
+        sent = claimed = done = 0
         total = len(items)
-        shown = -1
         # A bar is for a person watching: not in a log file or a pipe.
         show_bar = verbosity >= 1 and self.stdout.isatty() and self.stderr.isatty()
-        for done, item in enumerate(items, start=1):
+        for batch in _batches(items):
+            pairs = [(item.key, item.task) for item in batch]
             try:
-                token = enqueue_claimed(
-                    queue, item.key, item.task, window_seconds=item.window, using=using
+                tokens = enqueue_claimed_many(
+                    queue, pairs, window_seconds=batch[0].window, using=using
                 )
             except Exception as error:
                 raise CommandError(
-                    f"item {done} ({item.key!r}) failed after {sent} enqueued: {printable(error)}"
+                    f"lines {done + 1}-{done + len(batch)} (from {batch[0].key!r}) failed after "
+                    f"{sent} enqueued: {printable(error)}"
                 ) from error
-            if token is None:
-                claimed += 1
-            else:
-                sent += 1
-                if verbosity >= 2:
-                    self.stdout.write(f"{printable(item.key)} {token}")
-            percent = done * 100 // total
-            if show_bar and percent != shown:
-                shown = percent
+            for item, token in zip(batch, tokens, strict=True):
+                if token is None:
+                    claimed += 1
+                else:
+                    sent += 1
+                    if verbosity >= 2:
+                        self.stdout.write(f"{printable(item.key)} {token}")
+            done += len(batch)
+            if show_bar:
                 self._progress(done, total)
         if show_bar and total:
             self.stderr.write("", style_func=str)
@@ -213,6 +219,19 @@ class Command(BaseCommand):
         bar = "#" * filled + "-" * (_BAR_WIDTH - filled)
         self.stderr.write(f"\r[{bar}] {done}/{total}", ending="", style_func=str)
         self.stderr.flush()
+
+
+def _batches(items: list[Item]) -> Iterator[list[Item]]:
+    """``items`` in order, in runs of at most :data:`BATCH_LINES` that share
+    one window (``enqueue_claimed_many`` takes one window per call)."""
+    batch: list[Item] = []
+    for item in items:
+        if batch and (len(batch) == BATCH_LINES or item.window != batch[0].window):
+            yield batch
+            batch = []
+        batch.append(item)
+    if batch:
+        yield batch
 
 
 def _window(text: str) -> float:

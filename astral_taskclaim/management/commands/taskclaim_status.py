@@ -23,7 +23,8 @@ def _cell(value: Any) -> str:
 class Command(BaseCommand):
     help = (
         "Shows per queue the messages ready, delayed and leased and the oldest one's age, "
-        "and the claims active and expired. '?' marks what a backend does not expose."
+        "the claims active and expired, and rows waiting in outboxes. '?' marks what a "
+        "backend does not expose."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -51,5 +52,11 @@ class Command(BaseCommand):
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         for row in rows:
             self.stdout.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
+        for name, outbox in found["outboxes"].items():
+            depth = f"{outbox['depth']}{'' if outbox['depth_exact'] else '+'}"
+            self.stdout.write(
+                f"outbox of {name}: {depth} rows waiting for the relay, oldest "
+                f"{_cell(outbox['oldest_seconds'])} s"
+            )
         for problem in problems:
             self.stderr.write(problem)

@@ -21,8 +21,10 @@ The default backend; no other service is needed::
 - ``settle`` costs one statement for the whole batch: acks deleted,
   retries visible again after each delay, a NOTIFY for those due at once. A
   settlement whose lease ran out and was taken by another delivery is
-  skipped and logged (``queue.settle_stale``): raise ``visibility_timeout``
-  above a batch's run time.
+  skipped and logged (``queue.settle_stale``).
+- ``extend_leases`` moves ``visible_at`` of the rows still under the lease
+  they were received with (one statement), so a worker keeps a batch that
+  runs longer than ``visibility_timeout`` (``supports_lease_extension``).
 - An idle ``receive(wait_seconds=...)`` sleeps on ``LISTEN
   "taskclaim.<queue_name>"`` (a trigger NOTIFYs on insert) and wakes when
   the next delayed message is due; it polls every ``poll_interval``
@@ -57,12 +59,18 @@ from django.db import DatabaseError, DataError, IntegrityError, connections, tra
 from psycopg import sql
 
 from ...conf import app_settings
-from ...db import sqlfiles, statements
+from ...db import statements
 from ...db.connections import separate_connection
 from ...logtext import printable
-from ...migrated import explains_missing_tables
 from .. import arguments
-from ..base import MAX_DELAY_SECONDS, BaseQueue, MessageBatch, QueueStatus, ReceivedMessage
+from ..base import (
+    MAX_DELAY_SECONDS,
+    BaseQueue,
+    ClaimStatement,
+    MessageBatch,
+    QueueStatus,
+    ReceivedMessage,
+)
 from ..local_options import OptionProblems
 
 logger = logging.getLogger(__name__)
@@ -83,6 +91,7 @@ class PostgresQueue(BaseQueue):
     """A queue in ``taskclaim.message`` (see the module docstring)."""
 
     transactional = True
+    supports_lease_extension = True
 
     def __init__(self, alias: str, *, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(alias, options=options)
@@ -133,12 +142,24 @@ class PostgresQueue(BaseQueue):
         W018 (``database`` is not ``TASKCLAIM_DATABASE``)."""
         return list(self._problems.messages)
 
-    @explains_missing_tables
     def _execute(self, path: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         self._problems.raise_first()
-        with connections[self.database].cursor() as cursor:
-            cursor.execute(sqlfiles.read(path), params)
-            return cursor.fetchall() if cursor.description else []
+        return statements.Connector(self.database).fetch(path, params)
+
+    def claim_statement(self, alias: str) -> ClaimStatement | None:
+        """``taskclaim/enqueue.sql`` (and ``bulk_enqueue.sql``) when this
+        queue lives in database ``alias``: claims and messages in one
+        statement. A subclass that overrides ``send`` or ``send_many`` has
+        them called instead, after the claim."""
+        kind = type(self)
+        stock = kind.send is PostgresQueue.send and kind.send_many is PostgresQueue.send_many
+        if alias != self.database or not stock:
+            return None
+        return ClaimStatement(
+            one="taskclaim/enqueue.sql",
+            many="taskclaim/bulk_enqueue.sql",
+            params={"queue": self.queue_name},
+        )
 
     def send(self, body: Any, *, delay_seconds: float = 0) -> None:
         """Inserts ``body`` (visible after ``delay_seconds``) in the caller's
@@ -293,6 +314,29 @@ class PostgresQueue(BaseQueue):
             self._log_stale_settlements(
                 stale, advice="raise visibility_timeout above a batch's run time"
             )
+
+    def lease_seconds(self) -> float:
+        """``visibility_timeout``: how long a receive leases its messages."""
+        return self.visibility_timeout
+
+    def extend_leases(
+        self, messages: Sequence[ReceivedMessage], *, seconds: float
+    ) -> list[ReceivedMessage]:
+        """Leases of ``messages`` end ``seconds`` from now (never earlier
+        than they did), for the rows still under the lease each was received
+        with: one statement (``queue/extend.sql``). Returns those extended;
+        safe from another thread (it uses that thread's connection)."""
+        seconds = arguments.lease_seconds(seconds, self.max_delay_seconds)
+        receipts = {_receipt(message): message for message in messages}
+        if not receipts:
+            return []
+        params = {
+            "ids": [id_ for id_, _ in receipts],
+            "leases": [lease for _, lease in receipts],
+            "seconds": seconds,
+        }
+        extended = {id_ for (id_,) in self._execute("queue/extend.sql", params)}
+        return [message for (id_, _), message in receipts.items() if id_ in extended]
 
     def _ensure_listener(self) -> bool:
         if self._listener is not None and not self._listener.closed:

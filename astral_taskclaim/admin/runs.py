@@ -1,0 +1,104 @@
+"""The overview's charts of Django Task runs by outcome: how many runs
+succeeded, were retried or failed in each minute of the last hour and each
+half hour of the last day, from ``taskclaim.task_result``.
+
+"Retried" counts failed attempts that were retried, at the time of their
+error (each run keeps every attempt's error and time); "succeeded" and
+"failed" count runs when they finished, cancelled runs with the failed.
+Plain claimed tasks (``@claimed_task``) keep no run history in the database,
+so they are not counted; their workers' outcomes are the
+``taskclaim_worker_messages_total`` Prometheus counters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import connections
+from django.utils.translation import gettext
+
+from ..db import sqlfiles
+from .chart import Chart, history_chart
+
+#: The outcomes, in their order from the axis up.
+OUTCOMES = ("succeeded", "retried", "failed")
+
+
+@dataclass(frozen=True)
+class RunWindow:
+    """A chart's span: ``buckets`` buckets of ``bucket_minutes`` up to now."""
+
+    name: str
+    buckets: int
+    bucket_minutes: int
+
+
+#: Per minute over the last hour; per half hour over the last day.
+WINDOWS = (RunWindow("hour", 60, 1), RunWindow("day", 48, 30))
+
+
+@dataclass(frozen=True)
+class RunChart:
+    """A laid-out chart with its heading, its text alternative and totals."""
+
+    name: str
+    title: str
+    description: str
+    chart: Chart
+    totals: list[tuple[str, str, int]]
+
+
+def outcome_labels() -> dict[str, str]:
+    """Each outcome's label, in the current language."""
+    return {
+        "succeeded": gettext("succeeded"),
+        "retried": gettext("retried"),
+        "failed": gettext("failed"),
+    }
+
+
+def run_history(using: str, window: RunWindow) -> dict[str, list[int]]:
+    """Runs per outcome in each bucket of ``window``, bucket 0 the latest:
+    one statement (``admin/run_history.sql``)."""
+    counts = {outcome: [0] * window.buckets for outcome in OUTCOMES}
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            sqlfiles.read("admin/run_history.sql"),
+            {"bucket_seconds": window.bucket_minutes * 60, "buckets": window.buckets},
+        )
+        for bucket, outcome, runs in cursor.fetchall():
+            # An event on a bound can round one bucket out: clamp, not drop.
+            counts[outcome][min(max(bucket, 0), window.buckets - 1)] += runs
+    return counts
+
+
+def _title(window: RunWindow) -> str:
+    if window.bucket_minutes == 1:
+        return gettext("Runs per minute, last %(minutes)d minutes") % {"minutes": window.buckets}
+    return gettext("Runs per %(bucket)d minutes, last %(hours)g hours") % {
+        "bucket": window.bucket_minutes,
+        "hours": window.buckets * window.bucket_minutes / 60,
+    }
+
+
+def run_chart(using: str, window: RunWindow) -> RunChart:
+    """The chart of ``window``, its heading and a sentence saying its totals."""
+    labels = outcome_labels()
+    counts = run_history(using, window)
+    chart = history_chart(
+        {outcome: (labels[outcome], counts[outcome]) for outcome in OUTCOMES},
+        bucket_minutes=window.bucket_minutes,
+    )
+    totals = [(outcome, labels[outcome], sum(counts[outcome])) for outcome in OUTCOMES]
+    title = _title(window)
+    summary = ", ".join(f"{total} {label}" for _outcome, label, total in totals)
+    description = gettext(
+        "Stacked bars of Django Task runs by outcome, oldest at the left: %(summary)s. "
+        "The table below holds the same numbers."
+    ) % {"summary": summary}
+    return RunChart(window.name, title, description, chart, totals)
+
+
+def run_charts(using: str) -> list[RunChart]:
+    """The last hour's and the last day's charts."""
+    return [run_chart(using, window) for window in WINDOWS]

@@ -1,0 +1,13 @@
+from __future__ import annotations
+
+from django.db import migrations
+
+from astral_taskclaim.db.operations import RunPackageSQL
+
+
+class Migration(migrations.Migration):
+    """An index of the task results waiting for a retry, for the overview's
+    chart of runs by outcome."""
+
+    dependencies = [("astral_taskclaim", "0007_outbox")]
+    operations = [RunPackageSQL("tasks/runs_index.sql", reverse="tasks/runs_index_reverse.sql")]

@@ -1,0 +1,127 @@
+"""The transactional outbox of the remote queues: ``taskclaim.outbox``.
+
+A Cloudflare or SQS queue configured with ``"OPTIONS": {"outbox": True}``
+does not call its service when a task is enqueued. ``enqueue_claimed`` (and
+its bulk and async forms) writes the claim and an outbox row in one
+statement of the claims database, so they commit together, with the
+caller's transaction when there is one, exactly as the PostgreSQL queue
+does; the queue's ``send``/``send_many`` write outbox rows through the same
+connection. A relay (:mod:`astral_taskclaim.relay`, run by ``manage.py
+taskclaim_relay``) then sends the rows to the service in batches and
+deletes them once the service accepted them.
+
+Rows hold each body exactly as the queue encoded it (its size already
+checked), keyed by the queue's ``TASKCLAIM_QUEUES`` alias: renaming the
+alias leaves its rows to nobody until a relay runs for the old name.
+:func:`outbox_status` gives each outbox's depth and the age of its oldest
+row, for the admin overview and monitoring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connections
+
+from ..conf import app_settings
+from ..db import statements
+from .base import ClaimStatement
+
+#: Outbox depths are counted exactly up to this many rows.
+DEPTH_BOUND = 10_000
+
+
+def claim_statement(queue: str) -> ClaimStatement:
+    """The statements writing claims and the outbox rows of queue alias
+    ``queue`` together."""
+    return ClaimStatement(
+        one="outbox/enqueue.sql", many="outbox/enqueue_many.sql", params={"queue": queue}
+    )
+
+
+def insert(database: str, queue: str, encoded: Sequence[bytes]) -> None:
+    """Writes ``encoded`` bodies to the outbox of ``queue``, in order, in
+    the caller's transaction on ``database`` if there is one."""
+    if encoded:
+        bodies = [data.decode("utf-8") for data in encoded]
+        statements.run(database, "outbox/send.sql", {"queue": queue, "bodies": bodies})
+
+
+def take(database: str, queue: str, limit: int) -> list[tuple[int, bytes]]:
+    """Up to ``limit`` of the oldest rows of ``queue``'s outbox as ``(id,
+    body)``, locked until the caller's transaction ends; rows another relay
+    holds are skipped."""
+    rows = statements.run(database, "outbox/take.sql", {"queue": queue, "limit": limit})
+    return [(id_, body.encode("utf-8")) for id_, body in rows]
+
+
+def delete(database: str, ids: Sequence[int]) -> None:
+    """Deletes the outbox rows ``ids`` (the service accepted them)."""
+    if ids:
+        statements.run(database, "outbox/delete.sql", {"ids": list(ids)})
+
+
+def database_problem() -> str | None:
+    """What keeps the claims database from holding the outbox (it must be
+    the PostgreSQL database ``taskclaim.outbox`` is migrated into), if
+    anything: the text of check E015."""
+    alias = app_settings.DATABASE
+    engine = str(connections.settings[alias].get("ENGINE", "")) if alias in connections else ""
+    if engine.startswith("django.db.backends.postgresql"):
+        return None
+    return (
+        f"needs TASKCLAIM_DATABASE ({alias!r}) to be PostgreSQL, where the outbox table "
+        f"lives; it is {engine or 'not configured'}"
+    )
+
+
+def outbox_aliases() -> list[str]:
+    """The ``TASKCLAIM_QUEUES`` aliases configured with an outbox."""
+    configured: dict[str, Any] = app_settings.QUEUES
+    return [
+        alias
+        for alias, config in configured.items()
+        if isinstance(config, dict)
+        and isinstance(config.get("OPTIONS"), dict)
+        and config["OPTIONS"].get("outbox") is True
+    ]
+
+
+@dataclass(frozen=True)
+class OutboxStatus:
+    """One queue's outbox: rows waiting for the relay and the oldest's age.
+
+    ``depth`` is exact when ``depth_exact``; otherwise there are more rows
+    than ``depth`` (:data:`DEPTH_BOUND`). ``oldest_seconds`` is ``None``
+    for an empty outbox.
+    """
+
+    queue: str
+    depth: int
+    depth_exact: bool
+    oldest_seconds: float | None
+
+
+def outbox_status(
+    queues: Iterable[str] | None = None, *, using: str | None = None
+) -> list[OutboxStatus]:
+    """The status of the outbox of each of ``queues`` (default: every queue
+    configured with an outbox), by alias, in one statement on the claims
+    database (or ``using``). A growing depth or an old oldest row means no
+    relay runs, or the service refuses the relay's sends."""
+    names = sorted(outbox_aliases() if queues is None else set(queues))
+    if not names:
+        return []
+    alias = using if using is not None else statements.configured_alias()
+    params = {"queues": names, "bound": DEPTH_BOUND + 1}
+    return [
+        OutboxStatus(
+            queue=name,
+            depth=min(depth, DEPTH_BOUND),
+            depth_exact=depth <= DEPTH_BOUND,
+            oldest_seconds=None if oldest is None else max(float(oldest), 0.0),
+        )
+        for name, depth, oldest in statements.run(alias, "outbox/status.sql", params)
+    ]

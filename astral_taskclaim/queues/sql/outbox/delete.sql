@@ -1,0 +1,3 @@
+-- Deletes the outbox rows the service accepted.
+DELETE FROM taskclaim.outbox
+WHERE id = ANY(%(ids)s::bigint[])

@@ -1,0 +1,79 @@
+"""Two-stage shutdown for the package's long-running commands.
+
+The first SIGTERM or SIGINT asks the loop to stop after the work in hand
+(:attr:`TwoStageStop.requested` becomes true and :meth:`TwoStageStop.wait`
+returns at once); a second exits the process at once with status
+128 + signal, for an operator who will not wait. Logs ``<kind>.stopping``
+and ``<kind>.forced_exit`` events.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+logger = logging.getLogger(__name__)
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class TwoStageStop:
+    """The stop request of one loop; ``kind`` (``"relay"``) prefixes its
+    log events, ``name`` says what stops. ``exit`` ends the process on the
+    second signal (``os._exit``; replaced in tests)."""
+
+    def __init__(self, kind: str, name: str, *, exit: Callable[[int], object] = os._exit) -> None:
+        self.kind = kind
+        self.name = name
+        self._exit = exit
+        self._event = threading.Event()
+
+    @property
+    def requested(self) -> bool:
+        """Whether :meth:`request` was called."""
+        return self._event.is_set()
+
+    def request(self) -> None:
+        """Asks the loop to stop after the work in hand. Safe from a signal
+        handler or another thread."""
+        self._event.set()
+
+    def wait(self, seconds: float) -> bool:
+        """Waits up to ``seconds``, returning early (``True``) when a stop
+        is requested."""
+        return self._event.wait(seconds)
+
+    def handle_signal(self, signum: int, frame: FrameType | None = None) -> None:
+        """First call: :meth:`request`. Second: exit the process at once."""
+        signame = signal.Signals(signum).name
+        if self._event.is_set():
+            logger.warning(
+                "%s again: exiting at once", signame, extra={"event": f"{self.kind}.forced_exit"}
+            )
+            sys.stderr.flush()
+            self._exit(128 + signum)
+            return
+        logger.info(
+            "%s: finishing the work in hand, then stopping %s (again to exit at once)",
+            signame,
+            self.name,
+            extra={"event": f"{self.kind}.stopping"},
+        )
+        self.request()
+
+    @contextmanager
+    def signal_handlers(self) -> Iterator[None]:
+        """SIGTERM and SIGINT call :meth:`handle_signal` inside the block
+        (main thread only)."""
+        previous = {sig: signal.signal(sig, self.handle_signal) for sig in SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
