@@ -168,11 +168,8 @@ class System:
     def worker_command(self, queue: str = "bench", *, managers: int = 1) -> list[str]:
         django = [sys.executable, "-m", "django"]
         if self.name == "astral-taskclaim":
-            batch = str(WORKER_BATCH)
-            return [*django, "consume_claimed", queue, "--batch-size", batch, "--wait", "1"] + [
-                "--verbosity",
-                "0",
-            ]
+            batch = ("--batch-size", str(WORKER_BATCH))
+            return [*django, "consume_claimed", queue, *batch, "--wait", "1", "--verbosity", "0"]
         if self.name == "procrastinate":
             return [*django, "procrastinate", "worker", "--concurrency", "4", "--queues", "bench"]
         if self.name == "django-tasks-db":

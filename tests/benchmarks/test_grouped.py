@@ -12,7 +12,7 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 
 from astral_taskclaim.claims import claim_task
-from astral_taskclaim.grouped import ClaimGroup
+from benchmarks.grouped import ClaimGroup
 from tests.claimkit import (
     claims,
     empty_claims,  # noqa: F401  (a fixture)
@@ -54,11 +54,11 @@ def statements_seen(gate: threading.Event | None = None) -> Iterator[list[list[s
     ``gate`` before sending, when given)."""
     seen: list[list[str]] = []
 
-    def wrapper(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+    def wrapper(execute: Callable[..., Any], sql: str, params: Any, *args: Any) -> Any:
         seen.append(list(params["keys"]))
         if gate is not None:
             gate.wait(30)
-        return execute(sql, params, many, context)
+        return execute(sql, params, *args)
 
     with connection.execute_wrapper(wrapper):
         yield seen

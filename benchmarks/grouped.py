@@ -1,4 +1,7 @@
-"""Claims from many threads of one process, grouped into one statement.
+"""Claims from many threads of one process, grouped into one statement
+(row 2's grouped variant; kept with the benchmarks, not shipped: on the
+reference machine it does not beat one ``claim_task`` per thread, see
+docs/benchmarks.md).
 
 A claim asks the server once per call, so a process whose threads trigger
 keys as fast as they can is bounded by one round trip per trigger and
@@ -27,11 +30,16 @@ from dataclasses import dataclass, field
 
 from django.db import connections
 
-from .bulk import claim_tasks
-from .claims import claim_task, in_transaction, resolve_alias
-from .validation import validate_key, validate_window
+from astral_taskclaim.bulk import claim_tasks
+from astral_taskclaim.claims import claim_task, in_transaction, resolve_alias
+from astral_taskclaim.validation import validate_key, validate_window
 
 __all__ = ["ClaimGroup"]
+
+#: Statements one sender sends in a row before handing over to a waiting
+#: caller: going on saves waking another thread first, handing over bounds
+#: how long the sender's own caller waits for its answer.
+SENDS = 8
 
 
 @dataclass
@@ -94,25 +102,31 @@ class ClaimGroup:
 
     def _send(self, alias: str) -> None:
         """Claims the keys of the oldest pending calls (the sender's first)
-        in one statement on this thread's connection, answers those calls
-        and makes the oldest call still pending the next sender."""
-        with self._lock:
-            calls = self._pending[: self.max_keys]
-            del self._pending[: self.max_keys]
-        try:
-            keys = [call.key for call in calls]
-            tokens = claim_tasks(keys, window_seconds=self.window_seconds, using=alias)
-        except BaseException as error:  # each caller of this statement re-raises it
-            tokens = [None] * len(calls)
-            for call in calls:
-                call.error = error
+        in one statement on this thread's connection and answers those
+        calls; goes on with the calls that gathered meanwhile, at most
+        ``SENDS`` statements in all, then makes the oldest call still
+        pending the next sender."""
+        for _ in range(SENDS):
+            with self._lock:
+                calls = self._pending[: self.max_keys]
+                del self._pending[: self.max_keys]
+                if not calls:
+                    self._sending = False
+                    return
+            try:
+                keys = [call.key for call in calls]
+                tokens = claim_tasks(keys, window_seconds=self.window_seconds, using=alias)
+            except BaseException as error:  # each caller of this statement re-raises it
+                tokens = [None] * len(calls)
+                for call in calls:
+                    call.error = error
+            for call, token in zip(calls, tokens, strict=True):
+                call.token = token
+                call.answered = True
+                call.woken.set()
         with self._lock:
             if self._pending:
                 self._pending[0].sends = True
                 self._pending[0].woken.set()
             else:
                 self._sending = False
-        for call, token in zip(calls, tokens, strict=True):
-            call.token = token
-            call.answered = True
-            call.woken.set()
