@@ -29,9 +29,10 @@ from .admin_queries import (
     key_search,
     key_sorts_by_code_point,
 )
+from .admin_results import TaskResultAdmin
 from .admin_times import relative_or_never, seconds_from_now, shown_time, with_safe_times
 from .conf import app_settings
-from .models import Claim, QueueMessage
+from .models import Claim, QueueMessage, StoredTaskResult
 
 if TYPE_CHECKING:
     _ClaimAdminBase = admin.ModelAdmin[Claim]
@@ -40,7 +41,7 @@ else:  # ModelAdmin is generic only in the type stubs
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ClaimAdmin", "ClaimStateFilter", "QueueMessageAdmin"]
+__all__ = ["ClaimAdmin", "ClaimStateFilter", "QueueMessageAdmin", "TaskResultAdmin"]
 
 
 class ClaimStateFilter(admin.SimpleListFilter):
@@ -206,3 +207,4 @@ class ClaimAdmin(_ClaimAdminBase):
 
 
 admin.site.register(QueueMessage, QueueMessageAdmin)
+admin.site.register(StoredTaskResult, TaskResultAdmin)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.utils import quote
-from django.db import connections, transaction
+from django.db import transaction
 from django.db.models import QuerySet
 from django.db.models.functions import Now
 from django.http import HttpRequest
@@ -27,7 +27,6 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from . import sqlfiles
 from .admin_queries import (
     EXACT_COUNT_LIMIT,
     EstimatedCountPaginator,
@@ -36,6 +35,7 @@ from .admin_queries import (
 from .admin_times import relative_or_never, seconds_from_now, shown_time, with_safe_times
 from .conf import app_settings
 from .models import QueueMessage
+from .statements import Connector
 
 if TYPE_CHECKING:
     _MessageAdminBase = admin.ModelAdmin[QueueMessage]
@@ -55,9 +55,7 @@ _UNREADABLE = object()
 
 def queue_names(using: str) -> list[str]:
     """The queue names that have messages, in order (an index hop per name)."""
-    with connections[using].cursor() as cursor:
-        cursor.execute(sqlfiles.read("admin/message_queues.sql"))
-        return [row[0] for row in cursor.fetchall()]
+    return [row[0] for row in Connector(using).fetch("admin/message_queues.sql")]
 
 
 def message_state(obj: QueueMessage) -> str:
@@ -135,7 +133,15 @@ class QueueMessageAdmin(_MessageAdminBase):
     """Browse queued messages by queue and state; run delayed ones now or
     delete them."""
 
-    list_display = ("id", "queue", "claim_key", "attempts", "due", "enqueued_at_shown")
+    list_display = (
+        "id",
+        "queue",
+        "claim_key",
+        "attempts",
+        "due",
+        "last_error",
+        "enqueued_at_shown",
+    )
     list_filter = (MessageQueueFilter, MessageStateFilter)
     sortable_by = ("id", "visible_at")
     ordering = ("visible_at", "id")
@@ -144,6 +150,8 @@ class QueueMessageAdmin(_MessageAdminBase):
         "queue",
         "claim_key",
         "attempts",
+        "last_error",
+        "priority",
         "due",
         "visible_at_shown",
         "enqueued_at_shown",
@@ -264,10 +272,11 @@ class QueueMessageAdmin(_MessageAdminBase):
         database = queryset.db
         ids = list(queryset.order_by().values_list("pk", flat=True))
         made_visible = 0
-        with transaction.atomic(using=database), connections[database].cursor() as cursor:
+        connector = Connector(database)
+        with transaction.atomic(using=database):
             for chunk in _chunks(ids, _RUN_NOW_CHUNK):
-                cursor.execute(sqlfiles.read("admin/run_now.sql"), {"ids": chunk})
-                made_visible += sum(row[1] for row in cursor.fetchall())
+                rows = connector.fetch("admin/run_now.sql", {"ids": chunk})
+                made_visible += sum(row[1] for row in rows)
         logger.info(
             "admin made %d messages visible",
             made_visible,

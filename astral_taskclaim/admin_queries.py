@@ -21,7 +21,7 @@ from django.db import connections
 from django.db.models import Q, QuerySet
 from django.utils.translation import gettext
 
-from . import sqlfiles
+from .statements import Connector
 
 if TYPE_CHECKING:
     _PaginatorBase = Paginator[Any]
@@ -69,9 +69,8 @@ def sorts_by_code_point(provider: str, locale: str | None) -> bool:
 def key_sorts_by_code_point(using: str) -> bool:
     """Whether ``taskclaim.claim.key`` (and its index) sorts by code point
     in the database ``using``."""
-    with connections[using].cursor() as cursor:
-        cursor.execute(sqlfiles.read("admin/key_collation.sql"))
-        row = cursor.fetchone()
+    rows = Connector(using).fetch("admin/key_collation.sql")
+    row = rows[0] if rows else None
     if row is None:  # pragma: no cover - the table always has the column
         return False
     return sorts_by_code_point(row[0], row[1])

@@ -13,19 +13,19 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db import connections, transaction
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from . import sqlfiles
 from .admin_chart import timeline_chart
 from .admin_messages import queue_names
 from .admin_queries import Count, estimated_count
 from .conf import app_settings
 from .models import Claim, QueueMessage
+from .statements import Connector
 
 if TYPE_CHECKING:
     from .admin import ClaimAdmin
@@ -49,15 +49,13 @@ class QueueCounts:
 
 def _timeline(using: str, path: str, params: dict[str, Any]) -> list[int]:
     counts = [0] * BUCKETS
-    with connections[using].cursor() as cursor:
-        cursor.execute(
-            sqlfiles.read(path),
-            {"bucket_seconds": BUCKET_MINUTES * 60, "buckets": BUCKETS, **params},
-        )
-        for bucket, count in cursor.fetchall():
-            # The database clock moves between the bounds and the bucket
-            # arithmetic only by rounding; clamp rather than drop a row.
-            counts[min(max(bucket, 0), BUCKETS - 1)] += count
+    rows = Connector(using).fetch(
+        path, {"bucket_seconds": BUCKET_MINUTES * 60, "buckets": BUCKETS, **params}
+    )
+    for bucket, count in rows:
+        # The database clock moves between the bounds and the bucket
+        # arithmetic only by rounding; clamp rather than drop a row.
+        counts[min(max(bucket, 0), BUCKETS - 1)] += count
     return counts
 
 
@@ -132,9 +130,8 @@ def delete_expired(request: HttpRequest, *, claim_admin: ClaimAdmin) -> HttpResp
     using = app_settings.DATABASE
     changelist = reverse(f"{claim_admin.admin_site.name}:astral_taskclaim_claim_changelist")
     if request.method == "POST":
-        with transaction.atomic(using=using), connections[using].cursor() as cursor:
-            cursor.execute(sqlfiles.read("admin/delete_expired.sql"))
-            deleted = cursor.rowcount
+        with transaction.atomic(using=using):
+            deleted = Connector(using).execute("admin/delete_expired.sql")
         logger.info(
             "admin deleted %d expired claims",
             deleted,

@@ -19,3 +19,7 @@ class TaskClaimConfig(AppConfig):
         from .tasks import autodiscover
 
         autodiscover()
+        # Django Tasks backends of the app register their queues' runners.
+        from .tasks_backend import connect_backends
+
+        connect_backends()

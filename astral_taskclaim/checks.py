@@ -26,6 +26,7 @@ W030       warning  The app is not migrated in ``TASKCLAIM_DATABASE``: run
 E031       error    A ``@claimed_task``'s queue is not in ``TASKCLAIM_QUEUES``.
 W032       warning  pg_cron is loaded but no job deletes this database's
                     expired claims.
+E033       error    A ``ClaimTaskBackend`` in ``TASKS`` has a wrong option.
 =========  =======  ==========================================================
 
 E002 to E005, W030 and W032 ask the server, so they run with ``manage.py

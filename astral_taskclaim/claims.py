@@ -64,12 +64,16 @@ def in_transaction(connection: BaseDatabaseWrapper) -> bool:
     As for ``atomic(durable=True)``, the blocks Django's ``TestCase`` wraps
     every test in do not count: inside them a test behaves like code run
     outside any transaction (nothing commits, but nothing else differs).
+    Inside an atomic block this asks Django's own durability check, which
+    knows those blocks, with an empty block that sends no query.
     """
-    if connection.in_atomic_block:
-        return any(
-            not getattr(block, "_from_testcase", False) for block in connection.atomic_blocks
-        )
-    return not connection.get_autocommit()
+    if not connection.in_atomic_block:
+        return not connection.get_autocommit()
+    try:
+        with transaction.atomic(using=connection.alias, savepoint=False, durable=True):
+            return False
+    except RuntimeError:  # "A durable atomic block cannot be nested ..."
+        return True
 
 
 def claim_task(key: str, *, window_seconds: float, using: str | None = None) -> str | None:

@@ -4,7 +4,6 @@ Every setting has a typed default here and nowhere else. Nothing is read at
 import time: each attribute looks the setting up when it is used, so
 ``override_settings`` works and importing the app never touches settings.
 
-=========================  ==========================  ===================
 Setting                    Type                        Default
 =========================  ==========================  ===================
 ``TASKCLAIM_DATABASE``     ``str`` (database alias)    ``"default"``
@@ -14,6 +13,18 @@ Setting                    Type                        Default
 ``TASKCLAIM_DELAY_SCALE``  ``float`` in (0, 1]         ``1.0``
 ``TASKCLAIM_ASYNC_POOL``   ``int`` from 1              ``10``
 =========================  ==========================  ===================
+=======
+====================================  =========================  ====================
+Setting                               Type                       Default
+====================================  =========================  ====================
+``TASKCLAIM_DATABASE``                ``str`` (database alias)   ``"default"``
+``TASKCLAIM_ADMIN_ROLE``              ``str | None``             ``None``
+``TASKCLAIM_SERVICE_ROLE``            ``str | None``             ``None``
+``TASKCLAIM_QUEUES``                  ``dict[str, dict]``        one PostgreSQL queue
+``TASKCLAIM_DELAY_SCALE``             ``float`` in (0, 1]        ``1.0``
+``TASKCLAIM_ASYNC_POOL``              ``int`` from 1             ``10``
+``TASKCLAIM_TASK_RESULTS_RETENTION``  ``int`` seconds, ``None``  ``604800`` (7 days)
+====================================  =========================  ====================
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 DEFAULT_QUEUE_BACKEND = "astral_taskclaim.queues.postgres.PostgresQueue"
+DEFAULT_TASK_RESULTS_RETENTION = 7 * 24 * 3600
 
 # A PostgreSQL role name we are willing to quote into DDL. Quoting makes any
 # name safe, but a conservative pattern catches typos early.
@@ -96,6 +108,19 @@ class AppSettings:
         value = _setting("TASKCLAIM_ASYNC_POOL", 10)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ImproperlyConfigured(f"TASKCLAIM_ASYNC_POOL must be an int from 1, got {value!r}")
+        return value
+
+    @property
+    def TASK_RESULTS_RETENTION(self) -> int | None:
+        """Seconds a finished Django Task result is kept; ``None``: forever."""
+        value = _setting("TASKCLAIM_TASK_RESULTS_RETENTION", DEFAULT_TASK_RESULTS_RETENTION)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ImproperlyConfigured(
+                "TASKCLAIM_TASK_RESULTS_RETENTION must be an int of seconds from 0 or None, "
+                f"got {value!r}"
+            )
         return value
 
 

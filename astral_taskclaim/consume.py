@@ -6,16 +6,18 @@ each with ``ack()`` or ``retry(delay_seconds=...)`` and writing its claim
 logger; every record's ``extra`` has ``event`` and ``queue``, and ``key``
 and ``attempts`` where they are known:
 
-==============================  =======  ======================================
-Event                           Level    When
-==============================  =======  ======================================
-``queue.message_malformed``     warning  The body is not a claimed-task envelope.
-``queue.task_unparseable``      warning  ``parse`` returned ``None`` or raised.
-``queue.task_retrying``         info     ``run`` failed; a retry is due.
-``queue.task_failed``           error    ``run`` failed for the last time.
-``queue.claim_hold_failed``     error    Holding the claim for a retry failed.
-``queue.claim_release_failed``  error    Releasing the claim failed.
-==============================  =======  ======================================
+==================================  =======  ========================================
+Event                               Level    When
+==================================  =======  ========================================
+``queue.message_malformed``         warning  The body is not a claimed-task envelope.
+``queue.task_unparseable``          warning  ``parse`` returned ``None`` or raised.
+``queue.task_retrying``             info     ``run`` failed; a retry is due.
+``queue.task_failed``               error    ``run`` failed for the last time.
+``queue.claim_hold_failed``         error    Holding the claim for a retry failed.
+``queue.claim_release_failed``      error    Releasing the claim failed.
+==================================  =======  ========================================
+
+It sends the signals of :mod:`~astral_taskclaim.signals` around each run.
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, Self, TypeVar
 
 from asgiref.sync import async_to_sync
 from django.db import connections, transaction
 
+from . import signals
 from .claims import (
     discard_broken_connection,
     hold_task,
@@ -40,6 +43,7 @@ from .claims import (
 from .conf import app_settings
 from .envelope import Envelope, parse_body
 from .logtext import printable
+from .queues.base import ReceivedMessage
 from .redaction import redacting_filter
 from .retry import requested_wait_ms, retry_delay_seconds
 
@@ -96,14 +100,30 @@ class ConsumeSummary:
         malformed or unparseable)."""
         return self.ok + self.retried + self.failed + self.malformed + self.unparseable
 
-    def __str__(self) -> str:
+    def merge(self, other: ConsumeSummary) -> Self:
+        """Adds the counters and retry delays of ``other``; returns ``self``."""
+        self.ok += other.ok
+        self.retried += other.retried
+        self.failed += other.failed
+        self.malformed += other.malformed
+        self.unparseable += other.unparseable
+        self.claim_write_failures += other.claim_write_failures
+        self.retry_delays.extend(other.retry_delays)
+        return self
+
+    def describe(self, handled: str) -> str:
+        """The one way counters are printed: ``"<queue>: <handled>, 1 ok, ..."``
+        (``handled``: ``"5 messages"``); failed claim writes only if any."""
         text = (
-            f"{self.queue}: {self.messages} messages, {self.ok} ok, {self.retried} retried, "
+            f"{self.queue}: {handled}, {self.ok} ok, {self.retried} retried, "
             f"{self.failed} failed, {self.malformed} malformed, {self.unparseable} unparseable"
         )
         if self.claim_write_failures:
             text += f", {self.claim_write_failures} claim writes failed"
         return text
+
+    def __str__(self) -> str:
+        return self.describe(f"{self.messages} messages")
 
 
 @dataclass(frozen=True)
@@ -111,6 +131,7 @@ class _Decision:
     ack: bool
     release: bool = False
     delay_seconds: float = 0
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -192,6 +213,8 @@ def consume_claimed(
             message.ack()
         else:
             message.retry(delay_seconds=decision.delay_seconds)
+            if isinstance(message, ReceivedMessage):
+                message.last_error = decision.error
     return summary
 
 
@@ -212,6 +235,8 @@ def _attempt(
         logger.warning(text, *shown, extra=unparseable)
         summary.unparseable += 1
         return _Decision(ack=True, release=True)
+    about = {"key": found.key, "claim": found.claim, "attempts": attempts, "task": task}
+    signals.send(signals.task_started, queue, about)
     try:
         result = options.run(task)
         if inspect.isawaitable(result):
@@ -232,7 +257,9 @@ def _attempt(
             )
             summary.retried += 1
             summary.retry_delays.append(scaled)
-            return _Decision(ack=False, delay_seconds=scaled)
+            retried = {**about, "error": error, "delay_seconds": scaled}
+            signals.send(signals.task_retried, queue, retried)
+            return _Decision(ack=False, delay_seconds=scaled, error=describe_error(error))
         logger.error(
             "%s task %s failed after %d attempt%s",
             *(*shown, attempts, "" if attempts == 1 else "s"),
@@ -240,9 +267,21 @@ def _attempt(
             extra={"event": "queue.task_failed", **extra},
         )
         summary.failed += 1
+        signals.send(signals.task_gave_up, queue, {**about, "error": error})
         return _Decision(ack=True, release=True)
     summary.ok += 1
+    signals.send(signals.task_finished, queue, about)
     return _Decision(ack=True)
+
+
+#: Longest error text kept with a queued message.
+MAX_ERROR_CHARS = 2000
+
+
+def describe_error(error: BaseException) -> str:
+    """``ExceptionClass: message``, cut to :data:`MAX_ERROR_CHARS`."""
+    text = f"{type(error).__qualname__}: {error}" if str(error) else type(error).__qualname__
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
 
 
 async def _wait(awaitable: Awaitable[object]) -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 
-from django.db import connections, transaction
+from django.db import transaction
 
-from . import sqlfiles
 from .claims import resolve_alias
+from .statements import Connector
 
 logger = logging.getLogger(__name__)
 
@@ -16,8 +16,8 @@ def scrub(*, using: str | None = None) -> None:
     """Empties ``taskclaim.claim``: for a copy of a database (a snapshot)
     whose queued messages stayed behind in the environment it came from."""
     alias = resolve_alias(using)
-    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        cursor.execute(sqlfiles.read("taskclaim/scrub.sql"))
+    with transaction.atomic(using=alias):
+        Connector(alias).execute("taskclaim/scrub.sql")
 
 
 def delete_expired(*, batch_size: int = 1000, using: str | None = None) -> int:
@@ -33,12 +33,13 @@ def delete_expired(*, batch_size: int = 1000, using: str | None = None) -> int:
     if batch_size < 1:
         raise ValueError(f"batch_size must be 1 or more, got {batch_size}")
     alias = resolve_alias(using)
-    statement = sqlfiles.read("taskclaim/delete_expired_batch.sql")
+    connector = Connector(alias)
     total = 0
     while True:
-        with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-            cursor.execute(statement, {"batch_size": batch_size})
-            deleted: int = cursor.rowcount
+        with transaction.atomic(using=alias):
+            deleted = connector.execute(
+                "taskclaim/delete_expired_batch.sql", {"batch_size": batch_size}
+            )
         total += deleted
         logger.debug(
             "deleted %d expired claims",

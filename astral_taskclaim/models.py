@@ -1,5 +1,5 @@
-"""Django's view of ``taskclaim.claim`` and ``taskclaim.message`` (created by
-the app's SQL migrations)."""
+"""Django's view of ``taskclaim.claim``, ``taskclaim.message`` and
+``taskclaim.task_result`` (created by the app's SQL migrations)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,10 @@ from typing import Any
 from django.db import models
 from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy as _
+
+from .tasks_backend.models import StoredTaskResult
+
+__all__ = ["Claim", "QueueMessage", "StoredTaskResult"]
 
 
 class ClaimQuerySet(models.QuerySet["Claim"]):
@@ -84,6 +88,11 @@ class QueueMessage(models.Model):
     visible_at = models.DateTimeField(_("visible at"))
     lease = models.UUIDField(_("lease"), null=True, blank=True)
     leased_at = models.DateTimeField(_("leased at"), null=True, blank=True)
+    priority = models.SmallIntegerField(_("priority"), default=0)
+    # NULL, not "": the SQL owns the column, and most messages never fail.
+    last_error = models.TextField(  # noqa: DJ001
+        _("last error"), null=True, blank=True, help_text=_("The error its latest retry followed.")
+    )
 
     objects = QueueMessageQuerySet.as_manager()
 

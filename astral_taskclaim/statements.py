@@ -1,72 +1,64 @@
-"""The package's hot SQL, sent as prepared statements on Django's connections.
+"""How the package runs its SQL: one :class:`Connector` per database alias.
+
+Every statement the package sends at run time is a shipped SQL file
+(:mod:`~astral_taskclaim.sqlfiles`) run by a connector over Django's
+``connection.cursor()``. So each one is Django's like an ORM query: it runs
+on the alias's connection (joining its transaction), which Django opens,
+health-checks and keeps per thread; it raises ``django.db`` exceptions,
+passes through ``connection.execute_wrapper()`` hooks and shows in
+``connection.queries`` under ``DEBUG``.
 
 A claim is one small statement, so how it travels matters as much as what
 it does: planning an ``INSERT ... ON CONFLICT`` costs the server more than
-running it against a key that is already claimed. :func:`run` sends a
-shipped SQL file with server-side parameters through a psycopg cursor that
-asks for the statement to be prepared, so a connection parses and plans it
-once and afterwards only binds and executes it.
+running it against a key that is already claimed. The hot statements
+(``prepare=True``) are therefore sent as prepared statements: a connection
+parses and plans each once, then only binds and executes it. Django's
+cursors bind parameters on the client by default, which psycopg cannot
+prepare, so the connector runs such a statement from the innermost
+``execute_wrapper()``: the application's own wrappers still see it (and may
+rewrite it), and it then goes to a server-binding psycopg cursor on the
+same connection, with the transaction and error handling Django's cursor
+applies to every query. With no wrapper installed the connector skips the
+Django cursor it would not use (making one costs a claim measurably) and
+opens and checks the connection as ``cursor()`` does. While Django logs
+queries (``DEBUG``, ``CaptureQueriesContext``) they run unprepared, so the
+log has their text.
 
-Everything else is Django's: the statement runs on the alias's connection
-(so it joins its transaction), raises ``django.db`` exceptions, passes
-through ``connection.execute_wrapper()`` hooks and shows in
-``connection.queries`` under ``DEBUG``; the connection is opened,
-health-checked and shared across threads as for any ORM query. Only
-monkeypatches of Django's ``CursorWrapper`` class do not see it unless one
-of those two is on: skipping the wrapper is a good part of the speed.
-
-Django turns psycopg's prepared statements off by default (their
+Django turns psycopg's prepared statements off by default (its
 ``prepare_threshold`` is ``None``) for the sake of transaction-mode
-connection poolers. :func:`run` turns them on for its own statements only,
+connection poolers. The connector turns them on for its own statements only,
 unless the database's settings show such a pooler: ``DISABLE_SERVER_SIDE_CURSORS``
 true (what Django's documentation asks for behind PgBouncer in transaction
-mode) or an explicit ``OPTIONS["prepare_threshold"] = None``. Then the
-statements still bind their parameters on the server, unprepared.
+mode) or an explicit ``OPTIONS["prepare_threshold"] = None``. Then its
+statements run through Django's cursor as they are, unprepared.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Mapping
 from functools import cache
-from typing import Any, Self, cast
+from typing import Any
 
 import psycopg
 from django.core.signals import setting_changed
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
-from psycopg.abc import Params
 
 from . import sqlfiles
 from .conf import app_settings
 from .migrated import explains_missing_tables
 
-__all__ = ["configured_alias", "may_prepare", "run"]
+__all__ = ["Connector", "configured_alias", "may_prepare", "run"]
 
-#: The ``prepare_threshold`` a connection gets when :func:`run` turns
+#: The ``prepare_threshold`` a connection gets when the connector turns
 #: preparing on: statements that ask for it (``prepare=True``) are prepared
 #: at once, and no other query on the connection ever runs this many times
 #: to be prepared automatically, so the application's own queries behave
 #: as they did with ``None``.
 EXPLICIT_ONLY = 2**62
 
-# Where a Django connection keeps its PreparingCursor between calls.
-_CACHED = "_astral_taskclaim_cursor"
-
-
-class PreparingCursor(psycopg.Cursor[Any]):
-    """A server-side-binding cursor whose statements ask to be prepared."""
-
-    def execute(  # type: ignore[override]
-        self,
-        query: Any,
-        params: Params | None = None,
-        *,
-        prepare: bool | None = None,
-        binary: bool | None = None,
-    ) -> Self:
-        """``Cursor.execute`` with ``prepare=True`` unless told otherwise."""
-        return super().execute(
-            query, params, prepare=True if prepare is None else prepare, binary=binary
-        )
+Rows = list[tuple[Any, ...]]
 
 
 @cache
@@ -95,61 +87,115 @@ def may_prepare(connection: BaseDatabaseWrapper) -> bool:
     return not ("prepare_threshold" in options and options["prepare_threshold"] is None)
 
 
-def _psycopg_cursor(connection: BaseDatabaseWrapper) -> PreparingCursor:
-    """The connection's :class:`PreparingCursor`, kept for its next call.
+class _PreparingCursors(threading.local):
+    """Per thread, one server-binding psycopg cursor per database alias.
 
-    Reusing one cursor keeps psycopg's adapters for our parameter and
-    result types warm, a sizeable share of a claim's client-side time. A
-    connection shared between threads gets a fresh cursor each call, so two
-    threads never interleave their results on one cursor.
+    Reusing a cursor keeps psycopg's adapters for our parameter and result
+    types warm, a sizeable share of a claim's client-side time. Per thread,
+    so two threads sharing a connection never interleave results on one
+    cursor. A cursor of a connection since closed is replaced on next use.
     """
-    raw: psycopg.Connection[Any] = connection.connection
-    shared = connection.allow_thread_sharing
-    cached = getattr(connection, _CACHED, None)
-    if cached is not None and cached.connection is raw and not shared:
-        return cached  # type: ignore[no-any-return]
-    # A new connection (a reconnect too) starts from Django's None again.
-    if raw.prepare_threshold is None and may_prepare(connection):
-        raw.prepare_threshold = EXPLICIT_ONLY
-    cursor = PreparingCursor(raw)
-    if not shared:
-        setattr(connection, _CACHED, cursor)
-    return cursor
+
+    def __init__(self) -> None:
+        self.by_alias: dict[str, psycopg.Cursor[Any]] = {}
+
+    def get(self, database: BaseDatabaseWrapper) -> psycopg.Cursor[Any]:
+        connection: psycopg.Connection[Any] = database.connection
+        cursor = self.by_alias.get(database.alias)
+        if cursor is None or cursor.connection is not connection:
+            # A new connection (a reconnect too) starts from Django's None.
+            if connection.prepare_threshold is None:
+                connection.prepare_threshold = EXPLICIT_ONLY
+            cursor = self.by_alias[database.alias] = psycopg.Cursor(connection)
+        return cursor
 
 
-@explains_missing_tables
-def run(alias: str, path: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-    """Runs the shipped SQL file ``path`` on database ``alias`` with
-    ``params``, prepared where the settings allow; its rows (none for a
-    statement without ``RETURNING``).
+_cursors = _PreparingCursors()
 
-    The connection is opened and checked as ``connection.cursor()`` does it.
-    With an ``execute_wrapper()`` installed or queries logged (``DEBUG``,
-    ``CaptureQueriesContext``; then unprepared, so the log has its text)
-    the statement goes through Django's cursor wrapper, so those see it;
-    otherwise straight to psycopg, errors still raised as ``django.db``'s.
-    """
-    connection = connections[alias]
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    connection.validate_thread_sharing()
-    with connection.wrap_database_errors:
-        cursor = _psycopg_cursor(connection)
-    query = sqlfiles.read(path)
-    if connection.queries_logged:
-        # Unprepared, on a cursor of its own: Django 5.2 logs no SQL text
-        # for a statement psycopg ran as a prepared one.
-        with connection.wrap_database_errors:
-            logged = psycopg.Cursor(cursor.connection)
-        with connection.make_debug_cursor(cast(Any, logged)) as wrapped:
-            wrapped.execute(query, params)
-            return wrapped.fetchall() if logged.description else []
-    if connection.execute_wrappers:
-        # Not closed afterwards (nor below): the psycopg cursor is reused.
-        hooked = connection.make_cursor(cast(Any, cursor))
-        hooked.execute(query, params)
-        return hooked.fetchall() if cursor.description else []
-    connection.validate_no_broken_transaction()
-    with connection.wrap_database_errors:
-        cursor.execute(query, params)
-        return cursor.fetchall() if cursor.description else []
+
+class _Prepared:
+    """The innermost ``execute_wrapper()`` of one prepared statement: runs
+    it on the connection's server-binding cursor and keeps its result."""
+
+    def __init__(self) -> None:
+        self.rows: Rows = []
+        self.rowcount = -1
+
+    def __call__(
+        self,
+        execute: Callable[..., Any],
+        sql: str,
+        params: Any,
+        many: bool,
+        context: dict[str, Any],
+    ) -> None:
+        self.run(context["connection"], sql, params)
+
+    def run(self, database: BaseDatabaseWrapper, sql: str, params: Any) -> None:
+        """Runs ``sql`` prepared on ``database``'s connection."""
+        # What Django's cursor checks and wraps around every query it runs.
+        database.validate_no_broken_transaction()
+        with database.wrap_database_errors:
+            cursor = _cursors.get(database)
+            cursor.execute(sql, params, prepare=True)
+            self.rows = cursor.fetchall() if cursor.description else []
+            self.rowcount = cursor.rowcount
+
+
+class Connector:
+    """Runs shipped SQL files on the Django database ``alias``."""
+
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+
+    def __repr__(self) -> str:
+        return f"<Connector {self.alias!r}>"
+
+    @property
+    def connection(self) -> BaseDatabaseWrapper:
+        """Django's connection for ``alias`` in this thread."""
+        return connections[self.alias]
+
+    def fetch(
+        self, path: str, params: Mapping[str, Any] | None = None, *, prepare: bool = False
+    ) -> Rows:
+        """The rows of the SQL file ``path`` run with ``params`` (none for a
+        statement without ``RETURNING``); prepared with ``prepare=True``
+        where the settings allow."""
+        return self._run(path, params, prepare=prepare)[0]
+
+    def execute(self, path: str, params: Mapping[str, Any] | None = None) -> int:
+        """Runs the SQL file ``path`` with ``params``; how many rows it changed."""
+        return self._run(path, params, prepare=False)[1]
+
+    @explains_missing_tables
+    def _run(
+        self, path: str, params: Mapping[str, Any] | None, *, prepare: bool
+    ) -> tuple[Rows, int]:
+        query = sqlfiles.read(path)
+        connection = self.connection
+        # Django's query log (DEBUG, CaptureQueriesContext) cannot show the
+        # text of a statement psycopg ran prepared: logged, it runs as is.
+        if not (prepare and may_prepare(connection) and not connection.queries_logged):
+            with connection.cursor() as cursor:
+                cursor.execute(query, params)
+                return (cursor.fetchall() if cursor.description else []), cursor.rowcount
+        prepared = _Prepared()
+        if connection.execute_wrappers:
+            with connection.cursor() as cursor, connection.execute_wrapper(prepared):
+                cursor.execute(query, params)
+        else:
+            # Nobody to pass the statement through: skip making a Django
+            # cursor it would not use, a good part of a claim's client-side
+            # time, and open and check the connection as cursor() does.
+            connection.close_if_health_check_failed()
+            connection.ensure_connection()
+            connection.validate_thread_sharing()
+            prepared.run(connection, query, params)
+        return prepared.rows, prepared.rowcount
+
+
+def run(alias: str, path: str, params: Mapping[str, Any]) -> Rows:
+    """The rows of the hot SQL file ``path`` run on database ``alias`` with
+    ``params``, prepared where the settings allow."""
+    return Connector(alias).fetch(path, params, prepare=True)

@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 
 from django.db import connections, transaction
 
-from . import sqlfiles
 from .claims import resolve_alias
+from .statements import Connector
 
 T = TypeVar("T")
 
@@ -76,9 +76,7 @@ def _lock_params(lock: object) -> dict[str, Any]:
 
 
 def _fetch(alias: str, path: str, params: dict[str, Any]) -> list[int]:
-    with connections[alias].cursor() as cursor:
-        cursor.execute(sqlfiles.read(path), params)
-        return [int(row[0]) for row in cursor.fetchall()]
+    return [int(row[0]) for row in Connector(alias).fetch(path, params)]
 
 
 @dataclass

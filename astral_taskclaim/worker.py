@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
@@ -81,10 +81,6 @@ class TaskRun:
         )
 
 
-#: The counters a batch's summary adds to a worker's totals.
-_COUNTERS = tuple(f.name for f in fields(ConsumeSummary) if f.type == "int")
-
-
 @dataclass
 class WorkerStats(ConsumeSummary):
     """What a worker did so far: the totals of its batches' summaries
@@ -101,10 +97,11 @@ class WorkerStats(ConsumeSummary):
     left_leased: int = 0
 
     def add(self, summary: ConsumeSummary) -> None:
-        """Adds one ``consume_claimed`` summary."""
-        for name in _COUNTERS:
-            setattr(self, name, getattr(self, name) + getattr(summary, name))
-        self.retry_delays.extend(summary.retry_delays)
+        """Adds one ``consume_claimed`` summary (:meth:`merge`)."""
+        self.merge(summary)
+
+    def __str__(self) -> str:
+        return self.describe(f"{self.received} received")
 
 
 class Worker:
@@ -215,11 +212,19 @@ class Worker:
                     close_old_connections()
         finally:
             self.backend.close()
+        # The totals go in the record's fields; the text stays apart from
+        # the per-batch lines (and the command prints the totals itself).
         logger.info(
-            "stopped consuming %s: %d received, %d ok, %d retried, %d failed",
-            *(self.queue, self.stats.received, self.stats.ok, self.stats.retried),
-            self.stats.failed,
-            extra={"event": "worker.stopped", "queue": self.queue},
+            "stopped consuming %s after %d batches",
+            *(self.queue, self.stats.batches),
+            extra={
+                "event": "worker.stopped",
+                "queue": self.queue,
+                "received": self.stats.received,
+                "ok": self.stats.ok,
+                "retried": self.stats.retried,
+                "failed": self.stats.failed,
+            },
         )
         return self.stats
 
@@ -260,7 +265,7 @@ class Worker:
                 # the rest to the retry below.
                 self._recover(error, interruptible=False)
                 break
-            _merge(summary, one)
+            summary.merge(one)
             done += 1
             if self.on_run is not None:
                 self.on_run(_task_run(batch.queue, message, one, time.monotonic() - started))
@@ -271,9 +276,8 @@ class Worker:
         stats.returned += len(returned)
         self._settle(batch.messages)
         logger.info(
-            "%s: %d received, %d ok, %d retried, %d failed, %d malformed, %d unparseable%s",
-            *(batch.queue, len(batch.messages), summary.ok, summary.retried, summary.failed),
-            *(summary.malformed, summary.unparseable),
+            "%s%s",
+            summary.describe(f"{len(batch.messages)} received"),
             f", {len(returned)} returned unrun" if returned else "",
             extra={
                 "event": "worker.batch",
@@ -350,13 +354,3 @@ def _task_run(queue: str, message: ReceivedMessage, one: ConsumeSummary, seconds
     key = body.get("key") if isinstance(body, dict) else None
     outcome = next((name for name in _OUTCOMES if getattr(one, name)), "ok")
     return TaskRun(queue, key if isinstance(key, str) else None, message.attempts, outcome, seconds)
-
-
-def _merge(total: ConsumeSummary, one: ConsumeSummary) -> None:
-    total.ok += one.ok
-    total.retried += one.retried
-    total.failed += one.failed
-    total.malformed += one.malformed
-    total.unparseable += one.unparseable
-    total.claim_write_failures += one.claim_write_failures
-    total.retry_delays.extend(one.retry_delays)

@@ -6,6 +6,7 @@ import pytest
 from django.db import connection
 
 from astral_taskclaim import cron
+from astral_taskclaim.tasks_backend import retention
 
 
 @pytest.fixture
@@ -24,3 +25,4 @@ def _unschedule_cron_job(
     yield
     with django_db_blocker.unblock(), connection.schema_editor() as editor:  # type: ignore[attr-defined]
         cron.unschedule(editor)
+        retention.unschedule_job(editor.connection)

@@ -32,6 +32,19 @@ INSTALLED_APPS = [
     "astral_taskclaim",
     "tests.testapp",
 ]
+try:  # Django 6 has the Tasks framework; Django 5.2 gets it from django-tasks
+    import django.tasks  # noqa: F401
+except ImportError:
+    INSTALLED_APPS.append("django_tasks")
+
+# Django Tasks through the app's PostgreSQL queue (tests/tasks_backend).
+TASKS = {
+    "default": {
+        "BACKEND": "astral_taskclaim.tasks_backend.ClaimTaskBackend",
+        "QUEUES": ["default", "urgent"],
+        "OPTIONS": {"queue": "default", "max_retries": 2},
+    }
+}
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

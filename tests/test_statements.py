@@ -22,6 +22,7 @@ from tests.claimkit import (
     claims,
     django_pid,
     empty_claims,  # noqa: F401  (a fixture)
+    insert_claim,
     restricted_role,
     set_role,
     terminate,
@@ -142,3 +143,27 @@ def test_debug_logs_the_statements() -> None:
     connection.queries_log.clear()
     claim_task("k", window_seconds=60)
     assert any("INSERT INTO taskclaim.claim" in query["sql"] for query in connection.queries)
+
+
+@pytest.mark.usefixtures("fresh_connection")
+def test_statements_seen_by_execute_wrappers_are_still_prepared() -> None:
+    seen: list[str] = []
+
+    def spy(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(spy):
+        claim_hold_release()
+        claim_hold_release()
+    assert len(seen) == 6
+    assert len(prepared()) == 3
+
+
+def test_the_connector_runs_a_shipped_file_and_counts_the_rows_it_changed() -> None:
+    insert_claim("old", seconds=-1)
+    claim_task("new", window_seconds=60)
+    connector = statements.Connector("default")
+    assert connector.execute("taskclaim/delete_expired_batch.sql", {"batch_size": 10}) == 1
+    assert set(claims()) == {"new"}
+    assert repr(connector) == "<Connector 'default'>"

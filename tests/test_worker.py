@@ -7,6 +7,7 @@ import os
 import signal
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import fields
 from typing import Any
 
 import psycopg
@@ -17,9 +18,10 @@ from django.test import override_settings
 
 from astral_taskclaim import worker as worker_module
 from astral_taskclaim.claims import enqueue_claimed
+from astral_taskclaim.consume import ConsumeSummary
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
-from astral_taskclaim.worker import Worker
+from astral_taskclaim.worker import Worker, WorkerStats
 from tests.claimkit import claims, django_pid, empty_claims, terminate  # noqa: F401
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
@@ -218,5 +220,34 @@ def test_bad_arguments_and_unknown_queues() -> None:
             Worker("jobs", task=task, backend=backend, **options)
     with pytest.raises(ImproperlyConfigured, match="unknown queue 'nope'"):
         Worker("nope", task=task)
-    with pytest.raises(LookupError, match="no claimed task is registered for queue 'default'"):
-        Worker("default")
+    # (Queue "default" carries the test settings' Django Tasks, so it has a task.)
+    spare = {"spare": {"BACKEND": "astral_taskclaim.queues.postgres.PostgresQueue"}}
+    with (
+        override_settings(TASKCLAIM_QUEUES=spare),
+        pytest.raises(LookupError, match="no claimed task is registered for queue 'spare'"),
+    ):
+        Worker("spare")
+
+
+def test_stats_merge_every_counter_of_a_summary_and_print_them_one_way() -> None:
+    one = ConsumeSummary("jobs", ok=1, retried=2, failed=3, malformed=4, unparseable=5)
+    one.claim_write_failures = 6
+    one.retry_delays.append(30)
+    stats = WorkerStats("jobs", received=15)
+    stats.add(one)
+    assert stats.merge(one) is stats
+    counters = [f.name for f in fields(ConsumeSummary) if f.name != "queue"]
+    assert {name: getattr(stats, name) for name in counters} == {
+        "ok": 2,
+        "retried": 4,
+        "failed": 6,
+        "malformed": 8,
+        "unparseable": 10,
+        "claim_write_failures": 12,
+        "retry_delays": [30, 30],
+    }
+    assert str(stats) == (
+        "jobs: 15 received, 2 ok, 4 retried, 6 failed, 8 malformed, 10 unparseable, "
+        "12 claim writes failed"
+    )
+    assert str(one).startswith("jobs: 15 messages, 1 ok, 2 retried,")

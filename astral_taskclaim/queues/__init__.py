@@ -9,16 +9,19 @@
     }
 
 ``queues["refresh"]`` returns the configured backend (one instance per
-thread). Without the setting there is one queue, ``default``, on PostgreSQL.
+thread), from a handler built like Django's ``caches``. Without the setting
+there is one queue, ``default``, on PostgreSQL.
 """
 
 from __future__ import annotations
 
-import threading
-from typing import Any
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
+from django.utils.connection import BaseConnectionHandler
+from django.utils.functional import cached_property
 from django.utils.module_loading import import_string
 
 from ..conf import app_settings
@@ -35,12 +38,17 @@ __all__ = [
 ]
 
 
+def unknown_queue(alias: str) -> str:
+    """The error message for ``alias`` missing from ``TASKCLAIM_QUEUES``."""
+    known = ", ".join(sorted(app_settings.QUEUES)) or "none"
+    return f"unknown queue {alias!r}; TASKCLAIM_QUEUES has: {known}"
+
+
 def create_queue(alias: str) -> BaseQueue:
     """A new backend instance for ``TASKCLAIM_QUEUES[alias]``."""
     configured = app_settings.QUEUES
     if alias not in configured:
-        known = ", ".join(sorted(configured)) or "none"
-        raise ImproperlyConfigured(f"unknown queue {alias!r}; TASKCLAIM_QUEUES has: {known}")
+        raise ImproperlyConfigured(unknown_queue(alias))
     config = configured[alias]
     if not isinstance(config, dict) or not isinstance(config.get("BACKEND"), str):
         raise ImproperlyConfigured(f"TASKCLAIM_QUEUES[{alias!r}] needs a BACKEND dotted path")
@@ -60,37 +68,57 @@ def create_queue(alias: str) -> BaseQueue:
     return backend(alias, options=options)
 
 
-class QueueHandler:
-    """``queues[alias]``: per-thread backend instances, reset when
-    ``TASKCLAIM_QUEUES`` changes (``override_settings``)."""
+if TYPE_CHECKING:
+    # Generic in django-stubs only; Django's class takes no subscript.
+    _Handler = BaseConnectionHandler[BaseQueue]
+else:
+    _Handler = BaseConnectionHandler
 
-    def __init__(self) -> None:
-        self._local = threading.local()
 
-    def _instances(self) -> dict[str, BaseQueue]:
-        instances: dict[str, BaseQueue] | None = getattr(self._local, "instances", None)
-        if instances is None:
-            instances = self._local.instances = {}
-        return instances
+class QueueHandler(_Handler):
+    """``queues[alias]``: the backend of ``TASKCLAIM_QUEUES[alias]``, one
+    instance per thread, made on first use; Django's handler for ``caches``
+    and ``connections``, here for queues.
+
+    The settings are read afresh on every look-up of an alias not yet
+    instantiated, and ``override_settings(TASKCLAIM_QUEUES=...)`` closes and
+    forgets the instances, so tests get backends of the settings they set.
+    """
+
+    settings_name = "TASKCLAIM_QUEUES"
+    exception_class = ImproperlyConfigured
+    # One instance per thread, never shared with another thread through
+    # asgiref's context: the PostgreSQL queue uses Django's connections,
+    # which are per thread too.
+    thread_critical = True
+
+    @cached_property
+    def settings(self) -> dict[str, dict[str, Any]]:
+        """``TASKCLAIM_QUEUES``, or the one default PostgreSQL queue without it."""
+        return app_settings.QUEUES
+
+    def create_connection(self, alias: str) -> BaseQueue:
+        """A new backend for ``alias``: :func:`create_queue`."""
+        return create_queue(alias)
 
     def __getitem__(self, alias: str) -> BaseQueue:
-        instances = self._instances()
-        if alias not in instances:
-            instances[alias] = create_queue(alias)
-        return instances[alias]
+        if alias not in self.settings:
+            # Django's own message would speak of a "connection".
+            raise ImproperlyConfigured(unknown_queue(alias))
+        return super().__getitem__(alias)
 
-    def __iter__(self) -> Any:
-        return iter(app_settings.QUEUES)
-
-    def all(self) -> list[BaseQueue]:
-        """Every configured queue."""
-        return [self[alias] for alias in self]
-
-    def close_all(self) -> None:
-        """Closes and forgets this thread's instances."""
-        for queue in self._instances().values():
-            queue.close()
-        self._local.instances = {}
+    def reset(self) -> None:
+        """Closes and forgets this thread's instances; the settings are read
+        again on the next look-up."""
+        try:
+            self.close_all()
+            for alias in self:
+                with suppress(AttributeError):  # not instantiated in this thread
+                    del self[alias]
+        except ImproperlyConfigured:
+            pass  # never read before, and invalid now: nothing was instantiated
+        with suppress(AttributeError):  # never read
+            del self.settings
 
 
 queues = QueueHandler()
@@ -98,7 +126,7 @@ queues = QueueHandler()
 
 def _reset(*, setting: str, **kwargs: Any) -> None:
     if setting == "TASKCLAIM_QUEUES":
-        queues.close_all()
+        queues.reset()
 
 
 setting_changed.connect(_reset)

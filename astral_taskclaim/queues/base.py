@@ -59,6 +59,9 @@ class ReceivedMessage:
     id: str = ""
     settlement: Settlement | None = field(default=None, init=False)
     delay_seconds: float = field(default=0, init=False)
+    #: ``ExceptionClass: message`` of the failed run a retry follows, which a
+    #: queue that can store it (PostgreSQL) keeps with the message.
+    last_error: str | None = field(default=None, init=False)
 
     def ack(self) -> None:
         """Done with the message: the queue deletes it."""

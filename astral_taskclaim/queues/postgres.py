@@ -56,11 +56,10 @@ from django.core import checks
 from django.db import DatabaseError, DataError, IntegrityError, connections, transaction
 from psycopg import sql
 
-from .. import sqlfiles, statements
+from .. import statements
 from ..conf import app_settings
 from ..connections import separate_connection
 from ..logtext import printable
-from ..migrated import explains_missing_tables
 from . import arguments
 from .base import MAX_DELAY_SECONDS, BaseQueue, MessageBatch, QueueStatus, ReceivedMessage
 from .local_options import OptionProblems
@@ -133,12 +132,9 @@ class PostgresQueue(BaseQueue):
         W018 (``database`` is not ``TASKCLAIM_DATABASE``)."""
         return list(self._problems.messages)
 
-    @explains_missing_tables
     def _execute(self, path: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         self._problems.raise_first()
-        with connections[self.database].cursor() as cursor:
-            cursor.execute(sqlfiles.read(path), params)
-            return cursor.fetchall() if cursor.description else []
+        return statements.Connector(self.database).fetch(path, params)
 
     def send(self, body: Any, *, delay_seconds: float = 0) -> None:
         """Inserts ``body`` (visible after ``delay_seconds``) in the caller's
@@ -266,7 +262,7 @@ class PostgresQueue(BaseQueue):
         waiting consumers for retries due at once: one statement
         (``queue/settle.sql``) whatever the batch, so one round trip."""
         acks: list[tuple[int, str]] = []
-        retries: list[tuple[int, str, float]] = []
+        retries: list[tuple[int, str, float, str | None]] = []
         for message in messages:
             if message.settlement is None:
                 continue
@@ -274,16 +270,17 @@ class PostgresQueue(BaseQueue):
             if message.settlement == "ack":
                 acks.append((id_, lease))
             else:
-                retries.append((id_, lease, float(message.delay_seconds)))
+                retries.append((id_, lease, float(message.delay_seconds), message.last_error))
         if not acks and not retries:
             return
         self._problems.raise_first()
         params = {
             "ack_ids": [id_ for id_, _ in acks],
             "ack_leases": [lease for _, lease in acks],
-            "retry_ids": [id_ for id_, _, _ in retries],
-            "retry_leases": [lease for _, lease, _ in retries],
-            "delays": [delay for _, _, delay in retries],
+            "retry_ids": [retry[0] for retry in retries],
+            "retry_leases": [retry[1] for retry in retries],
+            "delays": [retry[2] for retry in retries],
+            "errors": [retry[3] for retry in retries],
             "channel": self.channel,
         }
         [(settled, _woken)] = statements.run(self.database, "queue/settle.sql", params)

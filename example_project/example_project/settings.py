@@ -10,6 +10,7 @@ The ``refresh`` queue: ``TASKCLAIM_QUEUE`` picks its backend, ``postgres``
 ``CLOUDFLARE_QUEUE_ID``, ``CLOUDFLARE_API_TOKEN``) or ``sqs``
 (``SQS_QUEUE_URL``; credentials and region as boto3 finds them).
 ``TASKCLAIM_DELAY_SCALE`` shortens retry delays (the demo uses 0.02).
+Django Tasks (``TASKS``) run on the PostgreSQL queue ``tasks``.
 """
 
 from __future__ import annotations
@@ -63,7 +64,17 @@ def _refresh_queue() -> dict[str, Any]:
     )
 
 
-TASKCLAIM_QUEUES = {"refresh": _refresh_queue()}
+TASKCLAIM_QUEUES = {
+    "refresh": _refresh_queue(),
+    # Django Tasks (``@task`` in rooms/tasks.py) go through this queue.
+    "tasks": {"BACKEND": "astral_taskclaim.queues.postgres.PostgresQueue"},
+}
+TASKS = {
+    "default": {
+        "BACKEND": "astral_taskclaim.tasks_backend.ClaimTaskBackend",
+        "OPTIONS": {"queue": "tasks"},
+    }
+}
 TASKCLAIM_DELAY_SCALE = env.float("TASKCLAIM_DELAY_SCALE", default=1.0)
 
 INSTALLED_APPS = [
@@ -76,6 +87,10 @@ INSTALLED_APPS = [
     "astral_taskclaim",
     "rooms",
 ]
+try:  # Django 6 has the Tasks framework; Django 5.2 gets it from django-tasks
+    import django.tasks  # noqa: F401
+except ImportError:
+    INSTALLED_APPS.append("django_tasks")
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -112,6 +127,15 @@ LOGGING = {
             "handlers": ["console"],
             "level": env.str("TASKCLAIM_LOG_LEVEL", default="WARNING"),
             "propagate": False,
-        }
+        },
+        # Django's Tasks framework logs every start and finish at INFO.
+        **{
+            name: {
+                "handlers": ["console"],
+                "level": env.str("TASKCLAIM_LOG_LEVEL", default="WARNING"),
+                "propagate": False,
+            }
+            for name in ("django.tasks", "django_tasks")
+        },
     },
 }

@@ -1,4 +1,5 @@
-"""``refresh_room``: the claimed task of queue ``refresh``.
+"""``refresh_room``: the claimed task of queue ``refresh``; and
+``count_refreshed_rooms``, a Django ``@task`` on the ``tasks`` queue.
 
 It fails now and then, and sometimes asks to be retried later (a
 ``Retry-After`` of 45 s, as a rate-limited API would), so retries, backoff
@@ -18,6 +19,11 @@ from django.db.models.functions import Now
 from astral_taskclaim.tasks import RetryAfter, claimed_task
 
 from .models import Room
+
+try:  # Django 6
+    from django.tasks import task
+except ImportError:  # Django 5.2 with django-tasks
+    from django_tasks import task  # type: ignore[no-redef]
 
 RETRY_AFTER_MS = 45_000
 _chance = random.Random()
@@ -46,3 +52,10 @@ def refresh_room(task: dict[str, int]) -> None:
     Room.objects.filter(pk=task["room"]).update(
         refresh_count=F("refresh_count") + 1, refreshed_at=Now()
     )
+
+
+@task(window_seconds=60)
+def count_refreshed_rooms() -> int:
+    """How many rooms were refreshed: a report many triggers ask for, run
+    at most once a minute (its enqueues coalesce into one run)."""
+    return Room.objects.filter(refresh_count__gt=0).count()

@@ -12,4 +12,6 @@ from tests.settings import INSTALLED_APPS
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.e2e.workerapp"]
 TASKCLAIM_QUEUES = json.loads(os.environ["TASKCLAIM_E2E_QUEUES"])
+# The suite's Django Tasks backend needs its queue; these workers run none.
+TASKS: dict[str, object] = {}
 TASKCLAIM_DELAY_SCALE = float(os.environ.get("TASKCLAIM_E2E_DELAY_SCALE", "1"))

@@ -52,6 +52,10 @@ def test_the_demo_runs_and_its_numbers_add_up() -> None:
     assert sum(int(count) for count, _, _ in delays) == retries
     assert {seed for _, _, seed in delays} <= {"30", "45", "60", "120"}
     assert "make serve" in output
+    # Django's @task on the same engine: 100 enqueues, one run, every caller got it.
+    assert re.search(r"^  enqueues +100 ", output, re.MULTILINE), output
+    assert re.search(r"^  runs +1 +one per key per window", output, re.MULTILINE), output
+    assert re.search(r"result +SUCCESSFUL +returned 36 rooms", output), output
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM taskclaim.message WHERE queue = 'refresh'")
         assert cursor.fetchone() == (0,)

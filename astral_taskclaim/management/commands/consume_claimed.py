@@ -13,7 +13,7 @@ from django.db import DatabaseError
 
 from ...conf import app_settings
 from ...migrated import NotMigratedError, ensure_migrated
-from ...queues import QueueError
+from ...queues import QueueError, unknown_queue
 from ...worker import TaskRun, Worker
 
 #: Console log level by ``--verbosity``: 0 warnings, 1 a line per batch, 2+ debug
@@ -58,11 +58,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         queue = options["queue"]
-        known = list(app_settings.QUEUES)
-        if queue not in known:
-            raise CommandError(
-                f"unknown queue {queue!r}; TASKCLAIM_QUEUES has: {', '.join(known) or 'none'}"
-            )
+        if queue not in app_settings.QUEUES:
+            raise CommandError(unknown_queue(queue))
         verbosity = options["verbosity"]
         try:
             worker = Worker(
@@ -89,11 +86,7 @@ class Command(BaseCommand):
             except NotMigratedError as error:
                 raise CommandError(str(error)) from error
         if verbosity >= 1:
-            self.stdout.write(
-                f"{queue}: {stats.received} received, {stats.ok} ok, {stats.retried} retried, "
-                f"{stats.failed} failed, {stats.malformed} malformed, "
-                f"{stats.unparseable} unparseable"
-            )
+            self.stdout.write(str(stats))
         if options["burst"]:
             self.stdout.write(burst_report(worker))
 

@@ -24,7 +24,7 @@ from ...claims import enqueue_claimed
 from ...conf import app_settings
 from ...envelope import PLACEHOLDER_TOKEN, message_body
 from ...logtext import printable
-from ...queues import BaseQueue, create_queue
+from ...queues import BaseQueue, create_queue, unknown_queue
 from ...tasks import registry
 from ...validation import check_encodes, validate_key, validate_seconds
 
@@ -105,11 +105,8 @@ class Command(BaseCommand):
         self.stdout.write(token)
 
     def _queue(self, alias: str) -> BaseQueue:
-        known = list(app_settings.QUEUES)
-        if alias not in known:
-            raise CommandError(
-                f"unknown queue {alias!r}; TASKCLAIM_QUEUES has: {', '.join(known) or 'none'}"
-            )
+        if alias not in app_settings.QUEUES:
+            raise CommandError(unknown_queue(alias))
         try:
             queue = create_queue(alias)
         except ImproperlyConfigured as error:

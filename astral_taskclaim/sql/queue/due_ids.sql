@@ -4,5 +4,5 @@ SELECT id
 FROM taskclaim.message
 WHERE queue = %(queue)s AND visible_at <= statement_timestamp()
   AND id <> ALL (%(skip)s::bigint[])
-ORDER BY visible_at, id
+ORDER BY priority DESC, visible_at, id
 LIMIT %(limit)s

@@ -1,4 +1,4 @@
--- Leases up to `limit` visible messages, oldest due first, skipping rows
+-- Leases up to `limit` visible messages, highest priority first, then oldest due, skipping rows
 -- other consumers are leasing right now and the ids in `skip` (messages this
 -- consumer has quarantined); counts the delivery and hides the messages for
 -- the visibility timeout. With `only` set, leases that one message at most.
@@ -10,12 +10,12 @@
 -- every receive of the queue), and 'infinity' or '-infinity' in visible_at
 -- only orders the row last or first.
 WITH due AS MATERIALIZED (
-  SELECT id, visible_at
+  SELECT id, priority, visible_at
   FROM taskclaim.message
   WHERE queue = %(queue)s AND visible_at <= statement_timestamp()
     AND id <> ALL (%(skip)s::bigint[])
     AND (%(only)s::bigint IS NULL OR id = %(only)s::bigint)
-  ORDER BY visible_at, id
+  ORDER BY priority DESC, visible_at, id
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
 ), leased AS (
@@ -30,4 +30,4 @@ WITH due AS MATERIALIZED (
 )
 SELECT leased.id, leased.body, leased.attempts
 FROM leased JOIN due ON due.id = leased.id
-ORDER BY due.visible_at, due.id
+ORDER BY due.priority DESC, due.visible_at, due.id

@@ -1,0 +1,179 @@
+"""The admin's Django Task results (``taskclaim.task_result``): browse runs by
+status, task and queue, search by id or key, read each attempt's error and
+traceback, retry failed runs and cancel ready ones.
+
+Retrying needs the ``add_storedtaskresult`` permission (it enqueues a new
+run), cancelling ``change_storedtaskresult``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin, messages
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
+
+from .conf import app_settings
+from .tasks_backend.models import RunCancelled, StoredTaskResult
+from .tasks_backend.results import compact_json
+
+if TYPE_CHECKING:
+    _ResultAdminBase = admin.ModelAdmin[StoredTaskResult]
+else:  # ModelAdmin is generic only in the type stubs
+    _ResultAdminBase = admin.ModelAdmin
+
+CANCELLED = f"{RunCancelled.__module__}.{RunCancelled.__qualname__}"
+
+
+class TaskResultAdmin(_ResultAdminBase):
+    """Read-only run history with retry and cancel actions."""
+
+    list_display = ("id", "task_path", "status", "attempts", "queue", "enqueued_at", "finished_at")
+    list_filter = ("status", "task_path", "queue")
+    search_fields = ("=key",)
+    date_hierarchy = None
+    list_per_page = 100
+    show_full_result_count = False
+    fields = (
+        "id",
+        "task_path",
+        "status",
+        "backend",
+        "queue_name",
+        "queue",
+        "priority",
+        "key",
+        "run_after",
+        "arguments",
+        "result",
+        "attempts",
+        "worker_ids",
+        "enqueued_at",
+        "started_at",
+        "last_attempted_at",
+        "finished_at",
+        "error_history",
+    )
+    readonly_fields = fields
+    actions = ("retry_runs", "cancel_runs")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[StoredTaskResult]:
+        return super().get_queryset(request).using(app_settings.DATABASE)
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[StoredTaskResult], search_term: str
+    ) -> tuple[QuerySet[StoredTaskResult], bool]:
+        """An id (a UUID) or an exact coalescing key."""
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        match = Q(key=term)
+        with contextlib.suppress(ValueError):  # not an id: the key alone
+            match |= Q(pk=uuid.UUID(term))
+        return queryset.filter(match), False
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Pages are read-only; the permission only guards the cancel action.
+        return obj is None and super().has_change_permission(request)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_retry_permission(self, request: HttpRequest) -> bool:
+        """Retrying enqueues a new run: the model's add permission."""
+        opts = self.opts
+        return request.user.has_perm(f"{opts.app_label}.add_{opts.model_name}")
+
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        """Cancelling marks runs failed: the model's change permission."""
+        return super().has_change_permission(request)
+
+    @admin.display(description=_("arguments"))
+    def arguments(self, obj: StoredTaskResult) -> SafeString:
+        text = json.dumps({"args": obj.args, "kwargs": obj.kwargs}, indent=2, ensure_ascii=False)
+        return format_html('<pre class="taskclaim-json">{}</pre>', text)
+
+    @admin.display(description=_("return value"))
+    def result(self, obj: StoredTaskResult) -> SafeString | str:
+        if obj.status != "SUCCESSFUL":
+            return "-"
+        text = json.dumps(obj.return_value, indent=2, ensure_ascii=False)
+        return format_html('<pre class="taskclaim-json">{}</pre>', text)
+
+    @admin.display(description=_("errors"))
+    def error_history(self, obj: StoredTaskResult) -> SafeString | str:
+        """Each failed attempt: its number, time, exception class and traceback."""
+        if not obj.errors:
+            return "-"
+        return format_html_join(
+            "",
+            '<p><strong>{} {}</strong> {} {}</p><pre class="taskclaim-traceback">{}</pre>',
+            (
+                (
+                    _("attempt"),
+                    error.get("attempt", "?"),
+                    error.get("at", ""),
+                    error.get("exception_class_path", ""),
+                    error.get("traceback", ""),
+                )
+                for error in obj.errors
+            ),
+        )
+
+    @admin.action(description=_("Retry selected failed runs"), permissions=("retry",))
+    def retry_runs(self, request: HttpRequest, queryset: QuerySet[StoredTaskResult]) -> None:
+        """Enqueues each failed run's task again with its arguments."""
+        from .tasks_backend.results import load_task
+
+        retried = 0
+        for row in queryset.filter(status="FAILED"):
+            try:
+                task = load_task(row.task_path).using(
+                    priority=row.priority, queue_name=row.queue_name, backend=row.backend
+                )
+                task.enqueue(*row.args, **row.kwargs)
+            except Exception as error:
+                self.message_user(
+                    request, f"{row.pk}: {type(error).__name__}: {error}", messages.ERROR
+                )
+                continue
+            retried += 1
+        self.message_user(
+            request,
+            ngettext("%(count)d run enqueued again.", "%(count)d runs enqueued again.", retried)
+            % {"count": retried},
+            messages.SUCCESS,
+        )
+
+    @admin.action(description=_("Cancel selected ready runs"), permissions=("cancel",))
+    def cancel_runs(self, request: HttpRequest, queryset: QuerySet[StoredTaskResult]) -> None:
+        """Marks ready runs failed, so workers ack their messages unrun."""
+        from django.db.models.expressions import RawSQL
+        from django.db.models.functions import Now
+
+        error = {
+            "exception_class_path": CANCELLED,
+            "traceback": f"{RunCancelled.__name__}: cancelled by {request.user} in the admin\n",
+            "final": True,
+        }
+        appended = RawSQL("errors || %s::jsonb", (compact_json([error]),))
+        cancelled = queryset.filter(status="READY").update(
+            status="FAILED", finished_at=Now(), errors=appended
+        )
+        self.message_user(
+            request,
+            ngettext("%(count)d run cancelled.", "%(count)d runs cancelled.", cancelled)
+            % {"count": cancelled},
+            messages.SUCCESS,
+        )

@@ -1,0 +1,58 @@
+"""Signals sent while claimed tasks run, for metrics, tracing or alerts.
+
+Each is sent by :func:`~astral_taskclaim.consume.consume_claimed` (and so by
+the worker and ``consume_claimed`` command) with the queue's name as
+``sender`` and these keyword arguments:
+
+- ``key``: the task key; ``claim``: the claim token of the message;
+  ``attempts``: deliveries so far, this one included; ``task``: the parsed
+  task, as ``run`` receives it.
+
+=====================  ==============================================================
+Signal                 Sent when, and its extra arguments
+=====================  ==============================================================
+``task_started``       ``run(task)`` is about to be called.
+``task_finished``      ``run`` returned; the message is acked.
+``task_retried``       ``run`` raised and a retry is due: ``error``, ``delay_seconds``.
+``task_gave_up``       ``run`` raised for the last time; the claim is released:
+                       ``error``.
+=====================  ==============================================================
+
+Receivers run in the consuming thread, before the claim is written and the
+message settled. A receiver that raises does not change what happens to the
+task: its error is logged on the ``astral_taskclaim.signals`` logger
+(``queue.signal_receiver_failed``) and the other receivers still run.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.dispatch import Signal
+
+__all__ = ["task_finished", "task_gave_up", "task_retried", "task_started"]
+
+logger = logging.getLogger(__name__)
+
+task_started = Signal()
+task_finished = Signal()
+task_retried = Signal()
+task_gave_up = Signal()
+
+
+def send(signal: Signal, queue: str, arguments: dict[str, Any]) -> None:
+    """Sends ``signal`` from ``queue``; a receiver's error is logged, and
+    never decides the task's fate."""
+    for receiver, response in signal.send_robust(queue, **arguments):
+        if isinstance(response, Exception):
+            logger.error(
+                "%s task %s: signal receiver %r failed",
+                *(queue, arguments["key"], receiver),
+                exc_info=response,
+                extra={
+                    "event": "queue.signal_receiver_failed",
+                    "queue": queue,
+                    "key": arguments["key"],
+                },
+            )

@@ -1,0 +1,47 @@
+-- Enqueues one run of a Django Task on the PostgreSQL queue in one statement:
+-- claims its key (when it coalesces, as taskclaim/enqueue.sql does), queues
+-- its message with priority and due time, and records its result row, all
+-- committing together. Returns the run's enqueue time; or, when an unexpired
+-- claim holds the key, no enqueue time and the holder's token (its result id).
+WITH claimed AS (
+  INSERT INTO taskclaim.claim AS c (key, expires_at, token)
+  SELECT
+    %(key)s::text,
+    CURRENT_TIMESTAMP + make_interval(secs => %(seconds)s::double precision),
+    %(token)s::uuid
+  WHERE %(key)s::text IS NOT NULL AND NOT EXISTS (
+    SELECT FROM taskclaim.claim AS held
+    WHERE held.key = %(key)s::text AND held.expires_at >= CURRENT_TIMESTAMP
+  )
+  ON CONFLICT (key) DO UPDATE SET
+    expires_at = EXCLUDED.expires_at,
+    token = EXCLUDED.token
+  WHERE c.expires_at < CURRENT_TIMESTAMP
+  RETURNING c.token
+), run AS (
+  SELECT token FROM claimed
+  UNION ALL
+  SELECT %(token)s::uuid WHERE %(key)s::text IS NULL
+), sent AS (
+  INSERT INTO taskclaim.message (queue, body, visible_at, priority)
+  SELECT
+    %(message_queue)s::text,
+    %(body)s::text,
+    greatest(statement_timestamp(), %(run_after)s::timestamptz),
+    %(priority)s::smallint
+  FROM run
+), recorded AS (
+  INSERT INTO taskclaim.task_result
+    (id, task_path, backend, queue_name, queue, priority, run_after, key, args, kwargs)
+  SELECT
+    run.token, %(task_path)s::text, %(backend)s::text, %(task_queue_name)s::text,
+    %(queue)s::text, %(priority)s::smallint, %(run_after)s::timestamptz, %(key)s::text,
+    %(args)s::jsonb, %(kwargs)s::jsonb
+  FROM run
+  RETURNING enqueued_at
+)
+SELECT
+  (SELECT enqueued_at FROM recorded) AS enqueued_at,
+  (SELECT held.token::text FROM taskclaim.claim AS held
+   WHERE NOT EXISTS (SELECT FROM run)
+     AND held.key = %(key)s::text AND held.expires_at >= CURRENT_TIMESTAMP) AS holder

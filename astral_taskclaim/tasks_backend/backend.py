@@ -1,0 +1,276 @@
+"""``ClaimTaskBackend``: Django's Tasks framework on the app's queues.
+
+::
+
+    TASKS = {
+        "default": {
+            "BACKEND": "astral_taskclaim.tasks_backend.ClaimTaskBackend",
+            "QUEUES": ["default", "mail"],
+            "OPTIONS": {"queue": "tasks", "queues": {"mail": "mail"}, "max_retries": 3},
+        },
+    }
+
+Options: ``queue`` (the ``TASKCLAIM_QUEUES`` alias carrying the runs,
+default ``"default"``), ``queues`` (a Task ``queue_name`` → alias mapping for
+names that go elsewhere), ``max_retries`` (retries after a failed attempt,
+default 3, with the app's backoff). ``manage.py consume_claimed ALIAS``
+runs them. Results are stored in ``taskclaim.task_result`` in
+``TASKCLAIM_DATABASE``, whatever the queue.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connections, transaction
+
+from .. import statements
+from ..claims import enqueue_claimed, in_transaction, sends_in_database
+from ..envelope import message_body
+from ..queues import BaseQueue, queues
+from ..queues.postgres import PostgresQueue
+from ..tasks import registry
+from . import results
+from .compat import (
+    BaseTaskBackend,
+    InvalidTask,
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    normalize_json,
+    task_enqueued,
+)
+from .runner import TaskRunner
+from .sending import RecordingSender, RunRequest
+from .task import ClaimTask, coalescing_key, validate_options
+
+OPTIONS = frozenset({"queue", "queues", "max_retries"})
+DEFAULT_MAX_RETRIES = 3
+#: Tries of the one-statement enqueue when a racing claim of the key ends
+#: between its check and its insert (the holder is then read again).
+ENQUEUE_TRIES = 3
+
+
+# The claim window of a run that does not coalesce (its key is unique).
+UNCOALESCED_WINDOW = 1.0
+
+
+class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
+    """Runs Django Tasks through the app's queues (see the module docstring).
+
+    Flags: ``supports_defer``, ``supports_async_task`` and
+    ``supports_get_result`` always; ``supports_priority`` when every queue
+    it sends to is a PostgreSQL queue in ``TASKCLAIM_DATABASE`` (remote
+    queues deliver in their own order, so a priority is refused there).
+    """
+
+    task_class = ClaimTask
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        super().__init__(alias, params)
+        self.problems: list[checks.CheckMessage] = []
+        self.queue_alias = self._option_alias("queue", self.options.get("queue", "default"))
+        mapping = self.options.get("queues", {})
+        if not isinstance(mapping, dict):
+            self._problem(f"OPTIONS['queues'] must be a dict, got {type(mapping).__name__}")
+            mapping = {}
+        self.queue_aliases = {
+            str(name): self._option_alias(f"queues[{name!r}]", target)
+            for name, target in mapping.items()
+        }
+        retries = self.options.get("max_retries", DEFAULT_MAX_RETRIES)
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            self._problem(f"OPTIONS['max_retries'] must be an int from 0, got {retries!r}")
+            retries = DEFAULT_MAX_RETRIES
+        self.max_retries = retries
+        for name in sorted(set(self.options) - OPTIONS):
+            self._problem(f"unknown option {name!r}; known: {', '.join(sorted(OPTIONS))}")
+        self.supports_priority = all(self._in_database(a) for a in self._carrying_aliases())
+        for queue in self._carrying_aliases():
+            registry.register(
+                TaskRunner(backend_alias=alias, queue=queue, max_retries=self.max_retries)
+            )
+
+    def _problem(self, text: str) -> None:
+        self.problems.append(
+            checks.Error(f"TASKS[{self.alias!r}]: {text}", id="astral_taskclaim.E033")
+        )
+
+    def _option_alias(self, label: str, value: object) -> str:
+        from ..conf import app_settings
+
+        if not isinstance(value, str) or value not in app_settings.QUEUES:
+            known = ", ".join(sorted(app_settings.QUEUES)) or "none"
+            self._problem(
+                f"OPTIONS[{label!r}] must name a TASKCLAIM_QUEUES alias ({known}), got {value!r}"
+            )
+            return "default"
+        return value
+
+    def _carrying_aliases(self) -> list[str]:
+        return sorted({self.queue_alias, *self.queue_aliases.values()})
+
+    def _in_database(self, queue_alias: str) -> bool:
+        try:
+            queue = queues[queue_alias]
+        except ImproperlyConfigured:
+            return False
+        return sends_in_database(queue, statements.configured_alias(), "send")
+
+    def queue_for(self, queue_name: str) -> str:
+        """The ``TASKCLAIM_QUEUES`` alias carrying Tasks of ``queue_name``."""
+        return self.queue_aliases.get(queue_name, self.queue_alias)
+
+    def validate_task(self, task: Any) -> None:
+        """Django's checks, then the app's options (``InvalidTask``)."""
+        super().validate_task(task)
+        validate_options(task)
+
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
+        """The backend's option errors (E033) and its queues' system checks."""
+        messages = list(self.problems)
+        for queue_alias in self._carrying_aliases():
+            try:
+                messages.extend(queues[queue_alias].check())
+            except ImproperlyConfigured as error:
+                messages.append(checks.Error(str(error), id="astral_taskclaim.E010"))
+        return messages
+
+    def enqueue(self, task: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+        """Queues one run of ``task`` and returns its ``TaskResult``; for a
+        coalescing task whose key is claimed, queues nothing and returns the
+        claiming run's result instead (its id is the claim token)."""
+        self.validate_task(task)
+        if self.problems:
+            raise ImproperlyConfigured("; ".join(str(m.msg) for m in self.problems))
+        try:
+            request = RunRequest(
+                task=task,
+                args=normalize_json(list(args)),
+                kwargs=normalize_json(dict(kwargs)),
+                backend=self.alias,
+                queue=self.queue_for(task.queue_name),
+            )
+        except (TypeError, ValueError) as error:
+            raise TypeError(f"{task.module_path}: arguments must be JSON: {error}") from error
+        request.key = coalescing_key(task, request.args, request.kwargs)
+        queue = queues[request.queue]
+        database = statements.configured_alias()
+        if sends_in_database(queue, database, "send"):
+            enqueued_at, holder = self._enqueue_in_database(queue, database, request)
+        else:
+            enqueued_at, holder = self._enqueue_elsewhere(queue, database, request)
+        if holder is not None:
+            return self._holder_result(database, holder, request)
+        result = self._new_result(request, enqueued_at)
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    async def aenqueue(self, task: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+        """:meth:`enqueue` from async code, off the event loop's thread."""
+        return await sync_to_async(self.enqueue, thread_sensitive=False)(task, args, kwargs)
+
+    def get_result(self, result_id: str) -> Any:
+        """The stored run ``result_id``, from any process (``TaskResultDoesNotExist``)."""
+        return results.to_task_result(results.fetch(statements.configured_alias(), result_id))
+
+    async def aget_result(self, result_id: str) -> Any:
+        """:meth:`get_result` for async code."""
+        row = await results.afetch(statements.configured_alias(), result_id)
+        return results.to_task_result(row)
+
+    def _enqueue_in_database(
+        self, queue: PostgresQueue, database: str, request: RunRequest
+    ) -> tuple[datetime | None, str | None]:
+        """Claim, message and result row in one statement (joining the
+        caller's transaction, in a savepoint)."""
+        for _ in range(ENQUEUE_TRIES):
+            request.token = str(uuid.uuid4())
+            body = message_body(
+                request.envelope_key, request.token, request.window, request.payload
+            )
+            params = {
+                **request.row_params(),
+                "seconds": float(request.window + request.delay_seconds()),
+                "message_queue": queue.queue_name,
+                "body": queue.encode(body).decode("utf-8"),
+            }
+            with _savepoint_if_in_transaction(database):
+                [(enqueued_at, holder)] = statements.run(database, "tasks/enqueue.sql", params)
+            if enqueued_at is not None or holder is not None:
+                return enqueued_at, holder
+        raise transaction.TransactionManagementError(
+            f"{request.task.module_path}: key {request.key!r} kept changing hands; try again"
+        )
+
+    def _enqueue_elsewhere(
+        self, queue: BaseQueue, database: str, request: RunRequest
+    ) -> tuple[datetime | None, str | None]:
+        """Through ``enqueue_claimed``: claim, then result row and message."""
+        if in_transaction(connections[database]) and not queue.transactional:
+            raise transaction.TransactionManagementError(
+                f"{request.task.module_path}.enqueue() on queue {request.queue!r} cannot run "
+                "inside a transaction: its message would be sent before the commit. Call "
+                "transaction.on_commit(lambda: task.enqueue(...)) instead."
+            )
+        sender = RecordingSender(queue, database, request)
+        # A run that does not coalesce has a key of its own, so its claim
+        # only has to exist: one second keeps it valid for enqueue_claimed.
+        window = (request.window or UNCOALESCED_WINDOW) + request.delay_seconds()
+        key = request.envelope_key
+        token = enqueue_claimed(sender, key, request.payload, window_seconds=window, using=database)
+        if token is not None:
+            request.token = token
+            return sender.enqueued_at, None
+        holder = statements.run(database, "tasks/holder.sql", {"key": key})
+        if holder:
+            return None, holder[0][0]
+        raise transaction.TransactionManagementError(
+            f"{request.task.module_path}: key {key!r} kept changing hands; try again"
+        )
+
+    def _new_result(self, request: RunRequest, enqueued_at: datetime | None) -> Any:
+        return TaskResult(
+            task=request.task,
+            id=request.token,
+            status=TaskResultStatus.READY,
+            enqueued_at=enqueued_at,
+            started_at=None,
+            finished_at=None,
+            last_attempted_at=None,
+            args=request.args,
+            kwargs=request.kwargs,
+            backend=self.alias,
+            errors=[],
+            worker_ids=[],
+        )
+
+    def _holder_result(self, database: str, holder: str, request: RunRequest) -> Any:
+        """The result of the run holding the key; a run not recorded here
+        (a claimed task's, or a result deleted since) reads as ready."""
+        try:
+            return results.to_task_result(results.fetch(database, holder))
+        except TaskResultDoesNotExist:
+            request.token = holder
+            return self._new_result(request, None)
+
+
+def _savepoint_if_in_transaction(database: str) -> Any:
+    from contextlib import nullcontext
+
+    if in_transaction(connections[database]):
+        return transaction.atomic(using=database)
+    return nullcontext()
+
+
+__all__ = ["ClaimTaskBackend", "InvalidTask"]

@@ -1,0 +1,68 @@
+"""Django's view of ``taskclaim.task_result`` (created by the app's SQL
+migration): one row per enqueued run of a Django Task."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+#: Django's ``TaskResultStatus`` values, without importing the framework
+#: (this model loads on a Django 5.2 project without ``django-tasks``).
+STATUS_CHOICES = [
+    ("READY", _("Ready")),
+    ("RUNNING", _("Running")),
+    ("FAILED", _("Failed")),
+    ("SUCCESSFUL", _("Successful")),
+]
+
+
+class StoredTaskResult(models.Model):
+    """A run of a Django Task enqueued through ``ClaimTaskBackend``.
+    Unmanaged: the app's SQL owns the table; the backend and its workers
+    write it, ``get_result()`` reads it."""
+
+    id = models.UUIDField(_("id"), primary_key=True)
+    task_path = models.TextField(_("task"))
+    backend = models.TextField(_("backend"))
+    queue_name = models.TextField(_("queue name"))
+    queue = models.TextField(_("queue"), help_text=_("The TASKCLAIM_QUEUES alias."))
+    priority = models.SmallIntegerField(_("priority"), default=0)
+    run_after = models.DateTimeField(_("run after"), null=True, blank=True)
+    # NULL, not "": a run that does not coalesce has no key at all.
+    key = models.TextField(_("key"), null=True, blank=True)  # noqa: DJ001
+    status = models.TextField(_("status"), choices=STATUS_CHOICES, default="READY")
+    args = models.JSONField(_("args"), default=list)
+    kwargs = models.JSONField(_("kwargs"), default=dict)
+    return_value = models.JSONField(_("return value"), null=True, blank=True)
+    errors = models.JSONField(_("errors"), default=list)
+    worker_ids = models.JSONField(_("worker ids"), default=list)
+    enqueued_at = models.DateTimeField(_("enqueued at"))
+    started_at = models.DateTimeField(_("started at"), null=True, blank=True)
+    last_attempted_at = models.DateTimeField(_("last attempted at"), null=True, blank=True)
+    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+
+    class Meta:
+        managed = False
+        db_table = '"taskclaim"."task_result"'
+        verbose_name = _("task result")
+        verbose_name_plural = _("task results")
+        ordering = ("-enqueued_at",)
+
+    def __str__(self) -> str:
+        return f"{self.task_path} {self.pk}"
+
+    @property
+    def attempts(self) -> int:
+        """Attempts so far: one worker id each."""
+        return len(self.worker_ids)
+
+    @property
+    def last_error(self) -> dict[str, Any] | None:
+        """The latest failed attempt's error, if any."""
+        return self.errors[-1] if self.errors else None
+
+
+class RunCancelled(Exception):
+    """The error recorded on a run cancelled from the admin before it ran."""

@@ -1,0 +1,164 @@
+"""Reading and writing runs in ``taskclaim.task_result``.
+
+Writes are single prepared statements (``tasks/*.sql``) on the claims
+database, like the claims' own; reads go through the
+:class:`~.models.StoredTaskResult` model. A stored row becomes Django's
+``TaskResult`` through :func:`to_task_result`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import traceback
+import uuid
+from dataclasses import replace
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from django.utils.dateparse import parse_datetime
+from django.utils.module_loading import import_string
+
+from .. import statements
+from .compat import (
+    Task,
+    TaskError,
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    set_return_value,
+)
+from .models import StoredTaskResult
+
+
+@cache
+def worker_id() -> str:
+    """This process's worker id in ``worker_ids``: ``host:pid``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def compact_json(value: Any) -> str:
+    """``value`` as JSON text for a ``jsonb`` parameter."""
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+def error_of(exception: BaseException) -> TaskError:
+    """Django's ``TaskError`` for ``exception``: class path and traceback."""
+    kind = type(exception)
+    return TaskError(
+        exception_class_path=f"{kind.__module__}.{kind.__qualname__}",
+        traceback="".join(traceback.format_exception(exception)),
+    )
+
+
+def load_task(path: str) -> Any:
+    """The Task at dotted ``path``; ``LookupError`` naming it otherwise."""
+    try:
+        task = import_string(path)
+    except ImportError as error:
+        raise LookupError(f"task {path!r} cannot be imported: {error}") from error
+    if not isinstance(task, Task):
+        raise LookupError(f"{path!r} is not a Task (is it decorated with @task?)")
+    return task
+
+
+def start(database: str, result_id: str) -> tuple[Any, ...] | None:
+    """Starts an attempt: ``(status, enqueued_at, started_at,
+    last_attempted_at, worker_ids)``, or ``None`` for a run that finished
+    (or was cancelled, or deleted) and must not run again."""
+    params = {"id": result_id, "worker_id": worker_id()}
+    rows = statements.run(database, "tasks/start.sql", params)
+    if not rows:
+        return None
+    *times, worker_ids = rows[0]
+    # Django's connections load jsonb as text, for the ORM to decode.
+    return (*times, json.loads(worker_ids) if isinstance(worker_ids, str) else worker_ids)
+
+
+def succeed(database: str, result_id: str, return_value: Any) -> datetime | None:
+    """Records a successful run; its finish time (``None``: not running)."""
+    params = {"id": result_id, "return_value": compact_json(return_value)}
+    rows = statements.run(database, "tasks/succeed.sql", params)
+    return rows[0][0] if rows else None
+
+
+def fail(database: str, result_id: str, error: TaskError, *, final: bool) -> datetime | None:
+    """Records a failed attempt; the finish time when ``final``."""
+    params = {
+        "id": result_id,
+        "exception_class_path": error.exception_class_path,
+        "traceback": error.traceback,
+        "final": final,
+    }
+    rows = statements.run(database, "tasks/fail.sql", params)
+    return rows[0][0] if rows else None
+
+
+def fetch(database: str, result_id: object) -> StoredTaskResult:
+    """The stored run ``result_id``; ``TaskResultDoesNotExist`` otherwise."""
+    row = StoredTaskResult.objects.using(database).filter(pk=_uuid(result_id)).first()
+    if row is None:
+        raise TaskResultDoesNotExist(f"no task result {result_id!r}")
+    return row
+
+
+async def afetch(database: str, result_id: object) -> StoredTaskResult:
+    """:func:`fetch` for async code."""
+    row = await StoredTaskResult.objects.using(database).filter(pk=_uuid(result_id)).afirst()
+    if row is None:
+        raise TaskResultDoesNotExist(f"no task result {result_id!r}")
+    return row
+
+
+def _uuid(result_id: object) -> uuid.UUID:
+    try:
+        return uuid.UUID(str(result_id))
+    except ValueError:
+        raise TaskResultDoesNotExist(f"no task result {result_id!r} (ids are UUIDs)") from None
+
+
+def to_task_result(row: StoredTaskResult) -> Any:
+    """Django's ``TaskResult`` for a stored run; its ``task`` is the Task at
+    the stored path with the run's priority, queue, run_after and backend."""
+    try:
+        base = load_task(row.task_path)
+    except LookupError as error:
+        raise TaskResultDoesNotExist(f"task result {row.pk}: {error}") from error
+    task = replace(
+        base,
+        priority=row.priority,
+        queue_name=row.queue_name,
+        run_after=row.run_after,
+        backend=row.backend,
+    )
+    result = TaskResult(
+        task=task,
+        id=str(row.pk),
+        status=TaskResultStatus(row.status),
+        enqueued_at=row.enqueued_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        last_attempted_at=row.last_attempted_at,
+        args=row.args,
+        kwargs=row.kwargs,
+        backend=row.backend,
+        errors=[
+            TaskError(
+                exception_class_path=error["exception_class_path"],
+                traceback=error["traceback"],
+            )
+            for error in row.errors
+        ],
+        worker_ids=list(row.worker_ids),
+    )
+    if row.status == TaskResultStatus.SUCCESSFUL:
+        set_return_value(result, row.return_value)
+    return result
+
+
+def error_time(error: dict[str, Any]) -> datetime | None:
+    """When a stored error happened (its ``at``)."""
+    value = error.get("at")
+    return parse_datetime(value) if isinstance(value, str) else None

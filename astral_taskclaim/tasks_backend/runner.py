@@ -1,0 +1,244 @@
+"""Running Django Tasks from a queue: the consumer task of each queue a
+``ClaimTaskBackend`` sends to.
+
+A :class:`TaskRunner` is registered like any ``@claimed_task``, under the
+queue's alias, so ``manage.py consume_claimed QUEUE`` and
+:class:`~astral_taskclaim.worker.Worker` run Django Tasks with the same
+retries, two-stage shutdown and reconnects. Each message goes through
+``consume_claimed`` (which decides ack, retry or give-up and writes the
+claim); the runner records the attempt and its outcome in
+``taskclaim.task_result`` around it:
+
+- before running, the run is marked ``RUNNING`` with one more worker id; a
+  run already finished (or cancelled) is acked without running again;
+- a run whose ``runAfter`` is still ahead (a delay longer than the queue
+  takes in one send) is sent again for the rest of the wait and acked;
+- afterwards: ``SUCCESSFUL`` with the return value, ``READY`` again with
+  the error when a retry is due, ``FAILED`` with it on the last attempt.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from ..claims import resolve_alias
+from ..consume import ConsumeSummary, consume_claimed
+from ..envelope import parse_body
+from ..queues import MessageBatch, ReceivedMessage, queues
+from ..tasks import ClaimedTask, requested_retry_after_ms
+from . import results
+from .compat import (
+    TaskContext,
+    TaskResult,
+    TaskResultStatus,
+    normalize_json,
+    set_return_value,
+    task_finished,
+    task_started,
+)
+
+logger = logging.getLogger(__name__)
+
+_COUNTERS = tuple(f.name for f in fields(ConsumeSummary) if f.type == "int")
+
+
+def _not_called(task: Any) -> None:
+    raise RuntimeError("a TaskRunner runs messages through consume(), not by being called")
+
+
+class TaskRunner(ClaimedTask[Any]):
+    """The consumer task of queue ``queue`` for Django Tasks of the backend
+    ``backend_alias``; ``max_retries`` unless a task sets its own."""
+
+    def __init__(self, *, backend_alias: str, queue: str, max_retries: int) -> None:
+        super().__init__(
+            _not_called,
+            queue=queue,
+            max_retries=max_retries,
+            parse=None,
+            retry_after_ms=None,
+            name=f"Django Tasks of backend {backend_alias!r}",
+            window_seconds=None,
+        )
+        self.backend_alias = backend_alias
+
+    def consume(self, batch: MessageBatch, *, using: str | None = None) -> ConsumeSummary:
+        """Runs the batch's messages one by one (see the module docstring)."""
+        database = resolve_alias(using)
+        total = ConsumeSummary(queue=batch.queue)
+        for message in batch.messages:
+            one = self._consume_one(batch.queue, message, database)
+            for name in _COUNTERS:
+                setattr(total, name, getattr(total, name) + getattr(one, name))
+            total.retry_delays.extend(one.retry_delays)
+        return total
+
+    def _consume_one(self, queue: str, message: ReceivedMessage, database: str) -> ConsumeSummary:
+        single = MessageBatch(queue, [message])
+        found = parse_body(message.body)
+        payload = found.task if found is not None else None
+        if found is None or not _is_payload(payload):
+            # Not a Django Task's message: consume_claimed logs it as
+            # malformed or unparseable and acks it.
+            return consume_claimed(
+                single, parse=_refuse, run=_not_called, max_retries=0, using=database
+            )
+        assert isinstance(payload, Mapping)
+        run_after = _run_after(payload)
+        if run_after is not None and self._send_again_later(queue, message, run_after):
+            return ConsumeSummary(queue=queue)
+        try:
+            task = results.load_task(payload["taskPath"])
+        except LookupError as error:
+            results.fail(database, found.claim, results.error_of(error), final=True)
+            return consume_claimed(
+                single, parse=_refuse, run=_not_called, max_retries=0, using=database
+            )
+        retries = payload.get("maxRetries", getattr(task, "max_retries", None))
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            retries = None
+        attempt = _Attempt(task, found.claim, database, payload)
+        summary = consume_claimed(
+            single,
+            parse=_accept,
+            run=attempt.run,
+            max_retries=self.max_retries if retries is None else retries,
+            retry_after_ms=requested_retry_after_ms,
+            using=database,
+        )
+        attempt.record(summary)
+        return summary
+
+    def _send_again_later(self, queue: str, message: ReceivedMessage, run_after: datetime) -> bool:
+        """Sends the message again for the wait left, when more than a
+        second is; whether it did (the message is then acked)."""
+        wait = (run_after - timezone.now()).total_seconds()
+        if wait <= 1:
+            return False
+        sender = queues[queue]
+        sender.send(message.body, delay_seconds=min(wait, sender.max_delay_seconds))
+        message.ack()
+        logger.info(
+            "%s: run %s is due at %s; sent again",
+            *(queue, message.body.get("claim"), run_after.isoformat()),
+            extra={"event": "tasks.run_deferred", "queue": queue},
+        )
+        return True
+
+
+@dataclass
+class _Attempt:
+    """One attempt of a run: starts it, runs it, records what happened."""
+
+    task: Any
+    result_id: str
+    database: str
+    payload: Mapping[str, Any]
+    skipped: bool = False
+    return_value: Any = None
+    error: BaseException | None = None
+    started: tuple[Any, ...] | None = field(default=None, repr=False)
+
+    def run(self, payload: Any) -> object:
+        self.started = results.start(self.database, self.result_id)
+        if self.started is None:
+            self.skipped = True
+            return None
+        result = self._task_result(TaskResultStatus.RUNNING)
+        task_started.send(type(self.task.get_backend()), task_result=result)
+        args, kwargs = list(payload["args"]), dict(payload["kwargs"])
+        try:
+            if self.task.takes_context:
+                value = self.task.func(TaskContext(task_result=result), *args, **kwargs)
+            else:
+                value = self.task.func(*args, **kwargs)
+        except Exception as error:
+            self.error = error
+            raise
+        if inspect.isawaitable(value):
+            return self._finish(value)
+        self._keep(value)
+        return None
+
+    async def _finish(self, awaitable: Awaitable[Any]) -> None:
+        try:
+            self._keep(await awaitable)
+        except Exception as error:
+            self.error = error
+            raise
+
+    def _keep(self, value: Any) -> None:
+        try:
+            self.return_value = normalize_json(value)
+        except (TypeError, ValueError) as error:
+            self.error = error
+            raise
+
+    def record(self, summary: ConsumeSummary) -> None:
+        """Writes the attempt's outcome as ``consume_claimed`` decided it."""
+        if self.skipped or self.started is None:
+            return
+        if summary.ok:
+            finished = results.succeed(self.database, self.result_id, self.return_value)
+            status = TaskResultStatus.SUCCESSFUL
+        elif self.error is not None:
+            final = bool(summary.failed)
+            error = results.error_of(self.error)
+            finished = results.fail(self.database, self.result_id, error, final=final)
+            if not final:
+                return
+            status = TaskResultStatus.FAILED
+        else:
+            return
+        result = self._task_result(status, finished_at=finished)
+        if status == TaskResultStatus.SUCCESSFUL:
+            set_return_value(result, self.return_value)
+        task_finished.send(type(self.task.get_backend()), task_result=result)
+
+    def _task_result(self, status: Any, *, finished_at: datetime | None = None) -> Any:
+        assert self.started is not None
+        _status, enqueued_at, started_at, last_attempted_at, worker_ids = self.started
+        return TaskResult(
+            task=self.task,
+            id=self.result_id,
+            status=status,
+            enqueued_at=enqueued_at,
+            started_at=started_at,
+            finished_at=finished_at,
+            last_attempted_at=last_attempted_at,
+            args=list(self.payload["args"]),
+            kwargs=dict(self.payload["kwargs"]),
+            backend=self.task.backend,
+            errors=[],
+            worker_ids=list(worker_ids),
+        )
+
+
+def _is_payload(value: object) -> bool:
+    return (
+        isinstance(value, Mapping)
+        and isinstance(value.get("taskPath"), str)
+        and isinstance(value.get("args"), list)
+        and isinstance(value.get("kwargs"), dict)
+    )
+
+
+def _run_after(payload: Mapping[str, Any]) -> datetime | None:
+    value = payload.get("runAfter")
+    return parse_datetime(value) if isinstance(value, str) else None
+
+
+def _accept(task: Any) -> Any:
+    return task
+
+
+def _refuse(task: Any) -> None:
+    return None

@@ -1,0 +1,126 @@
+"""``ClaimTask``: a Django Task that may coalesce its runs per key and window.
+
+The backend's ``task_class``, so Django's ``@task`` decorator takes its
+options as keyword arguments::
+
+    @task(window_seconds=300)                      # key from the arguments
+    def refresh_room(room_id: int) -> None: ...
+
+    @task(key=lambda room_id, **_: f"room:{room_id}", window_seconds=300)
+    def refresh_room_by_key(room_id: int, reason: str = "") -> None: ...
+
+    refresh_room.using(key="room:all", window_seconds=60).enqueue(0)
+
+Options live on the Task, as ``priority`` and ``queue_name`` do, because
+coalescing is a property of the work (its identity and how often it may
+run), and ``using()`` changes them per call like the framework's own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from ..validation import MAX_KEY_BYTES, validate_key, validate_seconds
+from .compat import InvalidTask, Task
+
+#: ``key``: a fixed key, or a function of the task's arguments returning one.
+KeySource = str | Callable[..., str]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimTask(Task):  # type: ignore[misc]
+    """A Django Task with the app's options.
+
+    ``window_seconds``
+        Turns coalescing on: while a run of the same key is queued, or
+        within this many seconds after it started (and through its
+        retries), ``enqueue()`` queues nothing and returns that run's
+        ``TaskResult``. ``None`` (the default): every enqueue runs.
+    ``key``
+        The coalescing key: a string, or a function called with the
+        enqueue's arguments. Default: the task's dotted path and its
+        arguments as canonical JSON (hashed when longer than a key may be).
+    ``max_retries``
+        Retries after a failed attempt (the backend's ``max_retries``
+        option when ``None``).
+    """
+
+    window_seconds: float | None = None
+    key: KeySource | None = None
+    max_retries: int | None = None
+
+    def using(  # type: ignore[override]
+        self,
+        *,
+        priority: int | None = None,
+        queue_name: str | None = None,
+        run_after: datetime | None = None,
+        backend: str | None = None,
+        key: KeySource | None = None,
+        window_seconds: float | None = None,
+        max_retries: int | None = None,
+    ) -> ClaimTask:
+        """Django's ``using()``, also for ``key``, ``window_seconds`` and
+        ``max_retries``."""
+        changed = Task.using(
+            self, priority=priority, queue_name=queue_name, run_after=run_after, backend=backend
+        )
+        options = {"key": key, "window_seconds": window_seconds, "max_retries": max_retries}
+        given = {name: value for name, value in options.items() if value is not None}
+        return replace(changed, **given) if given else changed  # type: ignore[no-any-return]
+
+
+def validate_options(task: Any) -> None:
+    """``InvalidTask`` for a bad ``key``, ``window_seconds`` or ``max_retries``."""
+    window = getattr(task, "window_seconds", None)
+    key = getattr(task, "key", None)
+    retries = getattr(task, "max_retries", None)
+    if window is not None:
+        try:
+            validate_seconds(window, name="window_seconds")
+        except (TypeError, ValueError) as error:
+            raise InvalidTask(f"{task.module_path}: {error}") from error
+    if key is not None:
+        if window is None:
+            raise InvalidTask(f"{task.module_path}: key needs window_seconds to coalesce runs")
+        if not (isinstance(key, str) or callable(key)):
+            raise InvalidTask(
+                f"{task.module_path}: key must be a str or a function of the task's "
+                f"arguments, got {type(key).__name__}"
+            )
+        if isinstance(key, str):
+            _checked_key(task, key)
+    if retries is not None and (
+        isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
+    ):
+        raise InvalidTask(f"{task.module_path}: max_retries must be an int from 0, got {retries!r}")
+
+
+def coalescing_key(task: Any, args: list[Any], kwargs: dict[str, Any]) -> str | None:
+    """The key a run of ``task`` with these (JSON-normalised) arguments
+    claims, or ``None`` when the task does not coalesce."""
+    if getattr(task, "window_seconds", None) is None:
+        return None
+    source = getattr(task, "key", None)
+    if isinstance(source, str):
+        return source
+    if callable(source):
+        return _checked_key(task, source(*args, **kwargs))
+    canonical = json.dumps([args, kwargs], sort_keys=True, separators=(",", ":"))
+    key = f"{task.module_path}:{canonical}"
+    if len(key.encode("utf-8")) > MAX_KEY_BYTES:
+        digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        key = f"{task.module_path}:sha256:{digest}"
+    return key
+
+
+def _checked_key(task: Any, key: object) -> str:
+    try:
+        return validate_key(key)
+    except (TypeError, ValueError) as error:
+        raise InvalidTask(f"{task.module_path}: {error}") from error

@@ -1,0 +1,97 @@
+"""The admin's task results: list, filters, search, detail, retry, cancel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.test import Client, override_settings
+from django.urls import reverse
+
+from astral_taskclaim.tasks_backend.compat import TaskResultStatus
+
+from . import jobs
+from .conftest import drain, message_rows
+
+CHANGELIST = "admin:astral_taskclaim_storedtaskresult_changelist"
+
+
+@pytest.fixture
+def staff(transactional_db: None) -> Any:
+    def make(*codenames: str) -> Client:
+        user = User.objects.create_user("viewer", password="x", is_staff=True)
+        for codename in ("view_storedtaskresult", *codenames):
+            user.user_permissions.add(Permission.objects.get(codename=codename))
+        client = Client()
+        client.force_login(user)
+        return client
+
+    return make
+
+
+def test_the_list_filters_by_status_and_searches_by_id_and_key(staff: Any) -> None:
+    client = staff()
+    done = jobs.add.enqueue(1, 2)
+    drain()
+    waiting = jobs.refresh_by_key.enqueue(4)
+    url = reverse(CHANGELIST)
+    page = client.get(url, {"status": "SUCCESSFUL"}).content.decode()
+    assert done.id in page
+    assert waiting.id not in page
+    page = client.get(url, {"q": "room:4"}).content.decode()
+    assert waiting.id in page
+    assert done.id not in page
+    page = client.get(url, {"q": done.id}).content.decode()
+    assert done.id in page
+    assert waiting.id not in page
+
+
+def test_the_detail_page_shows_each_errors_traceback_and_the_message_its_last_error(
+    staff: Any,
+) -> None:
+    client = staff("view_queuemessage")
+    with override_settings(TASKCLAIM_DELAY_SCALE=0.001):
+        result = jobs.flaky.enqueue(1)
+        drain(max_messages=1)
+    url = reverse("admin:astral_taskclaim_storedtaskresult_change", args=(result.id,))
+    page = client.get(url).content.decode()
+    assert "tests.tasks_backend.jobs.Boom" in page
+    assert "Traceback" in page
+    assert "attempt failed (1 to go)" in page
+    messages = client.get(reverse("admin:astral_taskclaim_queuemessage_changelist"))
+    assert "Boom: attempt failed (1 to go)" in messages.content.decode()
+
+
+def test_cancel_needs_the_change_permission_and_stops_the_run(staff: Any) -> None:
+    result = jobs.add.enqueue(1, 2)
+    url = reverse(CHANGELIST)
+    form = {"action": "cancel_runs", "_selected_action": [result.id]}
+    viewer = staff()
+    viewer.post(url, form)
+    assert jobs.add.get_result(result.id).status == TaskResultStatus.READY
+    user = User.objects.get(username="viewer")
+    user.user_permissions.add(Permission.objects.get(codename="change_storedtaskresult"))
+    viewer.post(url, form)
+    cancelled = jobs.add.get_result(result.id)
+    assert cancelled.status == TaskResultStatus.FAILED
+    assert cancelled.errors[-1].exception_class_path.endswith("RunCancelled")
+    drain()  # its message is acked without running
+    assert jobs.calls == []
+    assert message_rows() == []
+
+
+def test_retry_needs_the_add_permission_and_enqueues_a_new_run(staff: Any) -> None:
+    failed = jobs.fails_once_for_good.enqueue()
+    drain()
+    url = reverse(CHANGELIST)
+    form = {"action": "retry_runs", "_selected_action": [failed.id]}
+    client = staff()
+    client.post(url, form)
+    assert message_rows() == []
+    user = User.objects.get(username="viewer")
+    user.user_permissions.add(Permission.objects.get(codename="add_storedtaskresult"))
+    client.post(url, form)
+    [(body, *_rest)] = message_rows()
+    assert body["task"]["taskPath"] == jobs.fails_once_for_good.module_path
+    assert body["claim"] != failed.id

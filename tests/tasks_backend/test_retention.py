@@ -1,0 +1,86 @@
+"""Old task results: the cleanup command and pg_cron's job."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test import override_settings
+
+from astral_taskclaim.tasks_backend import retention
+from astral_taskclaim.tasks_backend.compat import TaskResultDoesNotExist
+
+from . import jobs
+from .conftest import drain
+
+
+def _age(result_id: str, seconds: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE taskclaim.task_result SET finished_at = finished_at - make_interval(secs => %s)"
+            " WHERE id = %s",
+            [seconds, result_id],
+        )
+
+
+def test_the_command_deletes_results_finished_before_the_retention() -> None:
+    old, recent, pending = jobs.add.enqueue(1, 1), jobs.add.enqueue(2, 2), None
+    drain()
+    pending = jobs.add.enqueue(3, 3)
+    _age(old.id, 3600)
+    out = StringIO()
+    with override_settings(TASKCLAIM_TASK_RESULTS_RETENTION=600):
+        call_command("taskclaim_delete_task_results", stdout=out)
+    assert "Deleted 1 task results finished over 600 s ago" in out.getvalue()
+    with pytest.raises(TaskResultDoesNotExist):
+        jobs.add.get_result(old.id)
+    assert jobs.add.get_result(recent.id).return_value == 4
+    assert not jobs.add.get_result(pending.id).is_finished  # unfinished runs stay
+
+
+def test_the_command_takes_older_than_and_refuses_a_negative_one() -> None:
+    result = jobs.add.enqueue(1, 1)
+    drain()
+    _age(result.id, 100)
+    call_command("taskclaim_delete_task_results", "--older-than", "50", stdout=StringIO())
+    with pytest.raises(TaskResultDoesNotExist):
+        jobs.add.get_result(result.id)
+    with pytest.raises(CommandError, match="older-than"):
+        call_command("taskclaim_delete_task_results", "--older-than", "-1")
+
+
+def test_none_keeps_results_forever() -> None:
+    out = StringIO()
+    with override_settings(TASKCLAIM_TASK_RESULTS_RETENTION=None):
+        call_command("taskclaim_delete_task_results", stdout=out)
+    assert "kept" in out.getvalue()
+
+
+def test_a_bad_retention_setting_is_named() -> None:
+    with (
+        override_settings(TASKCLAIM_TASK_RESULTS_RETENTION="7d"),
+        pytest.raises(CommandError, match="TASKCLAIM_TASK_RESULTS_RETENTION"),
+    ):
+        call_command("taskclaim_delete_task_results")
+
+
+def test_the_job_command_calls_the_cleanup_function_with_the_retention() -> None:
+    command = retention.job_command(3600)
+    assert "taskclaim.delete_task_results(make_interval(secs => 3600))" in command
+    with connection.cursor() as cursor:  # and it runs
+        cursor.execute(command.split("; ", 1)[1])
+
+
+def test_schedule_reports_what_it_did() -> None:
+    out = StringIO()
+    call_command("taskclaim_delete_task_results", "--schedule", stdout=out)
+    text = out.getvalue()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('cron.database_name', true)")
+        cron_database = cursor.fetchone()[0]
+    if cron_database is None:
+        assert "pg_cron is not loaded" in text
+    else:
+        assert "deletes results finished over 604800 s ago" in text
