@@ -29,6 +29,7 @@ ROWS: list[tuple[str, str, str, str]] = [
     ("7", "memory", "worker memory", "RSS growth ≤ 10%"),
     ("8", "round_trips", "round trips per message", "recorded"),
     ("9", "admin_row", "admin on 1,000,000 claims", "index scans"),
+    ("10", "django_tasks_row", "Django Tasks backends", "≥ 5x django-tasks-db"),
 ]
 
 

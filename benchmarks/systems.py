@@ -14,6 +14,9 @@ way its maintainers recommend.
   no-op task, workers ``manage.py procrastinate worker --concurrency 4``.
 - **django-tasks-db**: ``@task`` + ``.enqueue()``, workers ``db_worker``
   polling every 10 ms.
+- **astral-taskclaim-tasks**: the same ``@task`` code on this app's
+  ``ClaimTaskBackend`` (results stored, as django-tasks-db stores them),
+  workers ``manage.py consume_claimed djtasks``.
 
 Every system runs in its own database on the same server.
 """
@@ -28,7 +31,14 @@ from typing import Any
 
 from . import common
 
-SYSTEMS = ("astral-taskclaim", "pgqueuer", "pgqueuer-psycopg", "procrastinate", "django-tasks-db")
+SYSTEMS = (
+    "astral-taskclaim",
+    "pgqueuer",
+    "pgqueuer-psycopg",
+    "procrastinate",
+    "django-tasks-db",
+    "astral-taskclaim-tasks",
+)
 PGQUEUER = {"pgqueuer", "pgqueuer-psycopg"}
 #: Systems with a dedup feature (pgqueuer ``dedupe_key``, procrastinate
 #: ``queueing_lock``); astral-taskclaim always claims.
@@ -43,11 +53,13 @@ DATABASES = {
     "pgqueuer-psycopg": f"{common.DB_PREFIX}_pgqueuer_psycopg",
     "procrastinate": f"{common.DB_PREFIX}_procrastinate",
     "django-tasks-db": f"{common.DB_PREFIX}_django_tasks",
+    "astral-taskclaim-tasks": f"{common.DB_PREFIX}_taskclaim_tasks",
 }
 DJANGO_PEER = {
     "astral-taskclaim": "",
     "procrastinate": "procrastinate",
     "django-tasks-db": "django_tasks",
+    "astral-taskclaim-tasks": "taskclaim_tasks",
 }
 APP_NAME = "taskclaim-bench-worker"
 #: Messages a worker takes per fetch, for every system that fetches in
@@ -108,6 +120,7 @@ class System:
             "pgqueuer-psycopg": "pgqueuer, pgqueuer_log",
             "procrastinate": "procrastinate_jobs CASCADE",
             "django-tasks-db": "django_tasks_database_dbtaskresult",
+            "astral-taskclaim-tasks": "taskclaim.message, taskclaim.claim, taskclaim.task_result",
         }[self.name]
         with common.connect(self.url) as conn:
             conn.execute(f"TRUNCATE {tables}")
@@ -133,8 +146,8 @@ class System:
                 noop.configure(queueing_lock=key).defer(k=key)
             else:
                 noop.defer(k=key)
-        else:
-            from benchmarks.benchapp.peer_django_tasks import noop as task
+        else:  # the Django Tasks backends
+            from benchmarks.benchapp.peer_tasks import noop as task
 
             task.enqueue(k=key)
 
@@ -163,13 +176,15 @@ class System:
             "WHERE status IN ('todo', 'doing')",
             "django-tasks-db": "SELECT count(*) FROM django_tasks_database_dbtaskresult "
             "WHERE status IN ('READY', 'RUNNING')",
+            "astral-taskclaim-tasks": "SELECT count(*) FROM taskclaim.message",
         }[self.name]
 
     def worker_command(self, queue: str = "bench", *, managers: int = 1) -> list[str]:
         django = [sys.executable, "-m", "django"]
-        if self.name == "astral-taskclaim":
+        if self.name.startswith("astral-taskclaim"):
+            alias = "djtasks" if self.name == "astral-taskclaim-tasks" else queue
             batch = ("--batch-size", str(WORKER_BATCH))
-            return [*django, "consume_claimed", queue, *batch, "--wait", "1", "--verbosity", "0"]
+            return [*django, "consume_claimed", alias, *batch, "--wait", "1", "--verbosity", "0"]
         if self.name == "procrastinate":
             return [*django, "procrastinate", "worker", "--concurrency", "4", "--queues", "bench"]
         if self.name == "django-tasks-db":
