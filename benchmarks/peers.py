@@ -1,17 +1,23 @@
-"""The systems of row 4, each behind the same small interface, and the
-driver process that times one of them.
+"""The driver process that times one system of row 4 (the systems are in
+:mod:`benchmarks.systems`).
 
 ``python -m benchmarks.peers SYSTEM --setup`` prepares the system's database;
-``python -m benchmarks.peers SYSTEM --tasks N --dedup on|off`` starts its
-workers (``--workers`` processes), waits until they are connected and have
-run a warm-up, enqueues N no-op tasks of distinct keys from this process,
-and prints one JSON line: seconds from the first enqueue to the last task
-done, and seconds spent enqueueing. With ``--rate R`` it paces the enqueues
-at R per second and also reports each task's delay from the enqueue's
-commit to its start (row 5; astral-taskclaim only).
+``python -m benchmarks.peers SYSTEM --mode MODE --tasks N --dedup on|off
+--batch B`` times N no-op tasks of distinct keys, enqueued B per call from
+``--producers`` threads (asyncio tasks on asyncpg), and prints one JSON line:
 
-Every system runs in its own database on the same server, with its workers
-started the way its docs say (a management command or its CLI).
+- ``enqueue``: no workers; seconds of the enqueues.
+- ``e2e``: ``--workers`` processes started, connected and warmed up first;
+  seconds from the first enqueue to the queue seen empty, and of the
+  enqueues.
+- ``drain``: the N tasks enqueued first (untimed, in batches), then the
+  workers started at once; seconds from the first worker's connection to
+  the queue seen empty, or to ``--drain-limit`` seconds with the tasks
+  done by then (``done``).
+
+With ``--rate R`` (e2e) it paces the enqueues at R per second and also
+reports each task's delay from the enqueue's commit to its start (row 5;
+astral-taskclaim only).
 """
 
 from __future__ import annotations
@@ -30,205 +36,76 @@ from pathlib import Path
 from typing import Any
 
 from . import common
+from .systems import APP_NAME, SYSTEMS, WORKER_BATCH, System, pgqueuer_produce, pgqueuer_worker
 
-SYSTEMS = ("astral-taskclaim", "pgqueuer", "procrastinate", "django-tasks-db")
-#: Systems with a dedup feature (procrastinate ``queueing_lock``, pgqueuer
-#: ``dedupe_key``); astral-taskclaim always claims.
-DEDUP = {"astral-taskclaim", "pgqueuer", "procrastinate"}
-DATABASES = {
-    "astral-taskclaim": common.DB_PREFIX,
-    "pgqueuer": f"{common.DB_PREFIX}_pgqueuer",
-    "procrastinate": f"{common.DB_PREFIX}_procrastinate",
-    "django-tasks-db": f"{common.DB_PREFIX}_django_tasks",
-}
-DJANGO_PEER = {
-    "astral-taskclaim": "",
-    "procrastinate": "procrastinate",
-    "django-tasks-db": "django_tasks",
-}
-APP_NAME = "taskclaim-bench-worker"
+MODES = ("e2e", "enqueue", "drain")
 #: Poll period of the driver's "all done?" check: the finish time is known
-#: to within this.
-POLL = 0.005
+#: to within this, in runs of seconds (each poll costs the server a count).
+POLL = 0.02
 STAMP_DIR = "TASKCLAIM_BENCH_STAMPS"
-
-
-def database_url(server_url: str, system: str) -> str:
-    return common.with_database(server_url, DATABASES[system])
-
-
-# -- per-system pieces ---------------------------------------------------------
-
-
-class System:
-    """One system: set-up, enqueue, the pending count, the worker command."""
-
-    def __init__(self, name: str, url: str) -> None:
-        self.name = name
-        self.url = url
-        self._local = threading.local()
-
-    def setup(self) -> None:
-        if self.name == "pgqueuer":
-            asyncio.run(_pgqueuer_install(self.url))
-        else:
-            common.setup_django(self.url, peer=DJANGO_PEER[self.name])
-
-    def open(self) -> None:
-        """Prepares this process to enqueue (Django or a plain connection)."""
-        if self.name == "pgqueuer":
-            from pgqueuer.adapters.drivers.psycopg import SyncPsycopgDriver
-            from pgqueuer.adapters.persistence.queries import SyncQueries
-
-            def queries() -> Any:
-                local = self._local
-                if not hasattr(local, "queries"):
-                    local.conn = common.connect(self.url)
-                    local.queries = SyncQueries(SyncPsycopgDriver(local.conn))
-                return local.queries
-
-            self._pgq = queries
-        else:
-            common.setup_django(self.url, peer=DJANGO_PEER[self.name])
-
-    def clear(self) -> None:
-        tables = {
-            "astral-taskclaim": "taskclaim.message, taskclaim.claim",
-            "pgqueuer": "pgqueuer, pgqueuer_log",
-            "procrastinate": "procrastinate_jobs CASCADE",
-            "django-tasks-db": "django_tasks_database_dbtaskresult",
-        }[self.name]
-        with common.connect(self.url) as conn:
-            conn.execute(f"TRUNCATE {tables}")
-
-    def enqueue(self, key: str, *, dedup: bool, queue: str = "bench") -> None:
-        if self.name == "astral-taskclaim":
-            from astral_taskclaim.claims import enqueue_claimed
-            from astral_taskclaim.queues import queues
-
-            enqueue_claimed(queues[queue], key, {"k": key}, window_seconds=300)
-        elif self.name == "pgqueuer":
-            payload = key.encode()
-            self._pgq().enqueue("bench_noop", payload, dedupe_key=key if dedup else None)
-        elif self.name == "procrastinate":
-            from benchmarks.benchapp.peer_procrastinate import noop
-
-            if dedup:
-                noop.configure(queueing_lock=key).defer(k=key)
-            else:
-                noop.defer(k=key)
-        else:
-            from benchmarks.benchapp.peer_django_tasks import noop as task
-
-            task.enqueue(k=key)
-
-    def pending_sql(self) -> str:
-        return {
-            "astral-taskclaim": "SELECT count(*) FROM taskclaim.message",
-            "pgqueuer": "SELECT count(*) FROM pgqueuer",
-            "procrastinate": "SELECT count(*) FROM procrastinate_jobs "
-            "WHERE status IN ('todo', 'doing')",
-            "django-tasks-db": "SELECT count(*) FROM django_tasks_database_dbtaskresult "
-            "WHERE status IN ('READY', 'RUNNING')",
-        }[self.name]
-
-    def worker_command(self, queue: str = "bench") -> list[str]:
-        django = [sys.executable, "-m", "django"]
-        if self.name == "astral-taskclaim":
-            return [
-                *django,
-                "consume_claimed",
-                queue,
-                "--batch-size",
-                "100",
-                "--wait",
-                "1",
-                "--verbosity",
-                "0",
-            ]
-        if self.name == "procrastinate":
-            return [*django, "procrastinate", "worker", "--concurrency", "4", "--queues", "bench"]
-        if self.name == "django-tasks-db":
-            return [*django, "db_worker", "--interval", "0.01", "--no-startup-delay"]
-        return [sys.executable, "-m", "benchmarks.peers", "pgqueuer", "--worker"]
-
-    def worker_env(self, index: int) -> dict[str, str]:
-        env = dict(os.environ)
-        env["PGAPPNAME"] = f"{APP_NAME}-{index}"
-        env["TASKCLAIM_BENCH_DATABASE_URL"] = self.url
-        env["TASKCLAIM_BENCH_PEER"] = DJANGO_PEER.get(self.name, "")
-        env["DJANGO_SETTINGS_MODULE"] = "benchmarks.settings"
-        env["PYTHONPATH"] = str(common.ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-        return env
-
-
-async def _pgqueuer_install(url: str) -> None:
-    import psycopg
-    from pgqueuer.adapters.drivers.psycopg import PsycopgDriver
-    from pgqueuer.adapters.persistence.queries import Queries
-
-    async with await psycopg.AsyncConnection.connect(common.conninfo(url), autocommit=True) as conn:
-        await Queries(PsycopgDriver(conn)).install()
-
-
-async def _pgqueuer_worker(url: str) -> None:
-    import psycopg
-    from pgqueuer.adapters.drivers.psycopg import PsycopgDriver
-    from pgqueuer.adapters.persistence.queries import Queries
-    from pgqueuer.core.qm import QueueManager
-
-    conn = await psycopg.AsyncConnection.connect(common.conninfo(url), autocommit=True)
-    manager = QueueManager(Queries(PsycopgDriver(conn)))
-
-    @manager.entrypoint("bench_noop")
-    async def noop(job: Any) -> None:
-        """Nothing: the cost measured is the queue's."""
-
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, manager.shutdown.set)
-    await manager.run(batch_size=10)
-
-
-# -- the driver ----------------------------------------------------------------
+#: Tasks per call when a drain run fills its queue (untimed).
+FILL_BATCH = 1000
 
 
 def drive(
     system: System,
     *,
+    mode: str = "e2e",
     tasks: int,
     dedup: bool,
     workers: int,
-    rate: float | None,
+    rate: float | None = None,
     tag: str,
     producers: int = 1,
+    batch: int = 1,
+    managers: int = 1,
+    drain_limit: float = 600.0,
+    worker_batch: int = WORKER_BATCH,
 ) -> dict[str, Any]:
     """Times ``tasks`` no-op tasks through ``system`` (see the module doc)."""
     system.open()
     system.clear()
     queue = "latency" if rate else "bench"
+    keys = [f"{mode}:{tag}:{i}" for i in range(tasks)]
+    chunks = [keys[i : i + batch] for i in range(0, len(keys), batch)]
+    result: dict[str, Any] = {"tasks": tasks, "mode": mode, "batch": batch}
+    if mode == "enqueue":
+        start = time.perf_counter()
+        _produce(system, chunks, producers=producers, dedup=dedup, queue=queue)
+        result["seconds"] = result["enqueue_seconds"] = time.perf_counter() - start
+        system.clear()
+        return result
+    if mode == "drain":
+        fill = [keys[i : i + FILL_BATCH] for i in range(0, len(keys), FILL_BATCH)]
+        _produce(system, fill, producers=producers, dedup=dedup, queue=queue)
     stamps = Path(tempfile.mkdtemp(prefix="taskclaim-bench-"))
     env_extra = {STAMP_DIR: str(stamps)}
     procs = [
         subprocess.Popen(
-            system.worker_command(queue),
+            system.worker_command(queue, managers=managers, batch=worker_batch),
             env={**system.worker_env(i), **env_extra},
             cwd=common.ROOT,
             stdout=subprocess.DEVNULL,
         )
         for i in range(workers)
     ]
+    committed: dict[str, float] = {}
     try:
         with common.connect(system.url) as watch:
+            if mode == "drain":
+                start = _await_workers(watch, 1, procs)
+                left = _await_drained(watch, system.pending_sql(), procs, limit=drain_limit)
+                result["seconds"] = time.perf_counter() - start
+                result["done"] = tasks - left
+                return result
             _await_workers(watch, workers, procs)
-            for i in range(workers * 5):  # warm-up: every worker has run something
-                system.enqueue(f"warm:{tag}:{i}", dedup=dedup, queue=queue)
-            _await_drained(watch, system.pending_sql(), procs)
-            committed: dict[str, float] = {}
+            warm = [[f"warm:{tag}:{i}"] for i in range(workers * 5)]
+            _produce(system, warm, producers=1, dedup=dedup, queue=queue)
+            _await_drained(watch, system.pending_sql(), procs)  # every worker has run
             start = time.perf_counter()
             _produce(
                 system,
-                [f"e2e:{tag}:{i}" for i in range(tasks)],
+                chunks,
                 producers=producers,
                 dedup=dedup,
                 queue=queue,
@@ -236,12 +113,11 @@ def drive(
                 start=start,
                 committed=committed,
             )
-            enqueued = time.perf_counter() - start
+            result["enqueue_seconds"] = time.perf_counter() - start
             _await_drained(watch, system.pending_sql(), procs)
-            seconds = time.perf_counter() - start
+            result["seconds"] = time.perf_counter() - start
     finally:
         _stop(procs)
-    result: dict[str, Any] = {"seconds": seconds, "enqueue_seconds": enqueued, "tasks": tasks}
     if rate:
         started: dict[str, float] = {}
         for path in stamps.glob("*.tsv"):
@@ -257,35 +133,41 @@ def drive(
 
 def _produce(
     system: System,
-    keys: list[str],
+    chunks: list[list[str]],
     *,
     producers: int,
     dedup: bool,
     queue: str,
-    rate: float | None,
-    start: float,
-    committed: dict[str, float],
+    rate: float | None = None,
+    start: float = 0.0,
+    committed: dict[str, float] | None = None,
 ) -> None:
-    """Enqueues ``keys`` from ``producers`` threads (key i from thread
-    i mod producers), paced at ``rate`` per second overall when given,
-    recording when each enqueue returned (committed)."""
+    """Enqueues ``chunks`` (one call each) from ``producers`` threads (chunk
+    i from thread i mod producers; asyncio tasks for pgqueuer on asyncpg),
+    paced at ``rate`` calls per second overall when given, recording when
+    each call returned (committed)."""
+    if system.asyncpg and not rate:
+        asyncio.run(pgqueuer_produce(system.url, chunks, producers=producers, dedup=dedup))
+        return
     errors: list[BaseException] = []
 
     def produce(offset: int) -> None:
         from django.db import connection
 
         try:
-            for i in range(offset, len(keys), producers):
+            for i in range(offset, len(chunks), producers):
                 if rate:
                     pause = start + i / rate - time.perf_counter()
                     if pause > 0:
                         time.sleep(pause)
-                system.enqueue(keys[i], dedup=dedup, queue=queue)
-                committed[keys[i]] = time.time()
+                system.enqueue(chunks[i], dedup=dedup, queue=queue)
+                if committed is not None:
+                    now = time.time()
+                    committed.update(dict.fromkeys(chunks[i], now))
         except BaseException as error:  # re-raised below
             errors.append(error)
         finally:
-            if system.name != "pgqueuer":
+            if system.name not in ("pgqueuer", "pgqueuer-psycopg"):
                 connection.close()
 
     threads = [threading.Thread(target=produce, args=(n,)) for n in range(producers)]
@@ -297,8 +179,9 @@ def _produce(
         raise errors[0]
 
 
-def _await_workers(watch: Any, workers: int, procs: list[subprocess.Popen[bytes]]) -> None:
-    """Until every worker process has a connection open (60 s at most)."""
+def _await_workers(watch: Any, workers: int, procs: list[subprocess.Popen[bytes]]) -> float:
+    """Until ``workers`` worker processes have a connection open (60 s at
+    most); the ``perf_counter()`` when they were seen."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         _check_alive(procs)
@@ -308,20 +191,28 @@ def _await_workers(watch: Any, workers: int, procs: list[subprocess.Popen[bytes]
             (f"{APP_NAME}-%",),
         ).fetchone()
         if row and row[0] >= workers:
-            return
-        time.sleep(0.05)
+            return time.perf_counter()
+        time.sleep(POLL)
     raise TimeoutError("the workers did not connect within 60 s")
 
 
-def _await_drained(watch: Any, pending_sql: str, procs: list[subprocess.Popen[bytes]]) -> None:
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
+def _await_drained(
+    watch: Any, pending_sql: str, procs: list[subprocess.Popen[bytes]], *, limit: float = 0.0
+) -> int:
+    """Until the queue is empty (600 s at most); with ``limit``, stops after
+    that many seconds instead. The tasks left."""
+    deadline = time.monotonic() + (limit or 600)
+    while True:
         row = watch.execute(pending_sql).fetchone()
-        if row and row[0] == 0:
-            return
+        left = int(row[0]) if row else 0
+        if left == 0:
+            return 0
+        if time.monotonic() >= deadline:
+            if limit:
+                return left
+            raise TimeoutError("the workers did not drain the queue within 600 s")
         _check_alive(procs)
         time.sleep(POLL)
-    raise TimeoutError("the workers did not drain the queue within 600 s")
 
 
 def _check_alive(procs: list[subprocess.Popen[bytes]]) -> None:
@@ -347,31 +238,44 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("system", choices=SYSTEMS)
     parser.add_argument("--setup", action="store_true", help="prepare the database and exit")
     parser.add_argument("--worker", action="store_true", help="run a pgqueuer worker")
+    parser.add_argument("--mode", choices=MODES, default="e2e")
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--managers", type=int, default=1, help="pgqueuer managers per worker")
+    parser.add_argument("--worker-batch", type=int, default=WORKER_BATCH)
+    parser.add_argument("--batch", type=int, default=1, help="tasks per enqueue call")
     parser.add_argument("--dedup", choices=("on", "off"), default="off")
     parser.add_argument("--producers", type=int, default=1, help="enqueueing threads")
-    parser.add_argument("--rate", type=float, default=None, help="enqueues per second")
+    parser.add_argument("--rate", type=float, default=None, help="enqueue calls per second")
     parser.add_argument("--tag", default="0", help="makes this run's keys unique")
+    parser.add_argument("--drain-limit", type=float, default=600.0, help="drain: stop after")
     args = parser.parse_args(argv)
     url = os.environ.get("TASKCLAIM_BENCH_DATABASE_URL", "")
     if not url:
         parser.error("TASKCLAIM_BENCH_DATABASE_URL must name the system's database")
     system = System(args.system, url)
     if args.worker:
-        asyncio.run(_pgqueuer_worker(url))
+        coroutine = pgqueuer_worker(
+            args.system, url, managers=args.managers, batch=args.worker_batch
+        )
+        asyncio.run(coroutine)
         return 0
     if args.setup:
         system.setup()
         return 0
     result = drive(
         system,
+        mode=args.mode,
         tasks=args.tasks,
         dedup=args.dedup == "on",
         workers=args.workers,
         rate=args.rate,
         tag=args.tag,
         producers=args.producers,
+        batch=args.batch,
+        managers=args.managers,
+        drain_limit=args.drain_limit,
+        worker_batch=args.worker_batch,
     )
     print(json.dumps(result))
     return 0

@@ -45,11 +45,20 @@ if PEER == "procrastinate":
 elif PEER == "django_tasks":
     INSTALLED_APPS += ["django_tasks", "django_tasks_db"]
     TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+elif PEER == "taskclaim_tasks":
+    # This app's Django Tasks backend, on a PostgreSQL queue of its own.
+    TASKS = {
+        "default": {
+            "BACKEND": "astral_taskclaim.tasks_backend.ClaimTaskBackend",
+            "OPTIONS": {"queue": "djtasks"},
+        }
+    }
 
 _POSTGRES = "astral_taskclaim.queues.postgres.PostgresQueue"
 TASKCLAIM_QUEUES = {
     "bench": {"BACKEND": _POSTGRES},
     "latency": {"BACKEND": _POSTGRES},
+    "djtasks": {"BACKEND": _POSTGRES},
 }
 
 MIDDLEWARE = [

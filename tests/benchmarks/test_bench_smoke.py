@@ -58,7 +58,7 @@ def assert_rows(rows: list[report.Row], numbers: list[str]) -> None:
 
 def test_claim_floor(ctx: common.Context) -> None:
     rows = claim_floor.run(ctx, claims=20)
-    assert_rows(rows, ["1"])
+    assert_rows(rows, ["1.1", "1.2", "1.3"])
     assert set(rows[0].figures) == {claim_floor.OURS, claim_floor.FLOOR}
 
 
@@ -96,6 +96,21 @@ def test_end_to_end_driver_runs_every_task_and_times_latency(ctx: common.Context
     assert result["tasks"] == 20
     assert result["unmatched"] == 0
     assert len(result["latencies_ms"]) == 20
+
+
+@pytest.mark.parametrize(("mode", "batch"), [("enqueue", 10), ("drain", 1), ("e2e", 10)])
+def test_end_to_end_driver_modes_run_every_task(ctx: common.Context, mode: str, batch: int) -> None:
+    connection.close()
+    result = end_to_end.drive(
+        ctx.database_url, end_to_end.OURS, tasks=30, dedup=True, tag=mode, mode=mode, batch=batch
+    )
+    assert result["tasks"] == 30
+    assert result["mode"] == mode
+    assert float(result["seconds"]) > 0
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM taskclaim.message")
+        left = cursor.fetchone()[0]
+    assert left == 0  # enqueue-only runs clear their queue; the others drain it
 
 
 def test_memory(ctx: common.Context) -> None:
