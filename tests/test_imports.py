@@ -33,6 +33,9 @@ DEFERRED = {
     ("astral_taskclaim.tasks_backend", "astral_taskclaim.tasks_backend.compat"): (
         "optional: Django's Tasks framework (Django 6 or django-tasks)"
     ),
+    ("astral_taskclaim.admin.results", "astral_taskclaim.tasks_backend.results"): (
+        "optional: Django's Tasks framework (Django 6 or django-tasks)"
+    ),
     ("astral_taskclaim.management.commands.consume_claimed", "astral_taskclaim.metrics"): (
         "optional: prometheus_client (the prometheus extra)"
     ),

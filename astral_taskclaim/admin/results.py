@@ -24,8 +24,8 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from ..conf import app_settings
+from ..envelope import encode_json
 from ..tasks_backend.models import RunCancelled, StoredTaskResult
-from ..tasks_backend.results import compact_json, load_task
 
 if TYPE_CHECKING:
     _ResultAdminBase = admin.ModelAdmin[StoredTaskResult]
@@ -136,6 +136,10 @@ class TaskResultAdmin(_ResultAdminBase):
     @admin.action(description=_("Retry selected failed runs"), permissions=("retry",))
     def retry_runs(self, request: HttpRequest, queryset: QuerySet[StoredTaskResult]) -> None:
         """Enqueues each failed run's task again with its arguments."""
+        # Imported here: Django's Tasks framework is optional (Django 6, or
+        # django-tasks on 5.2), and the admin must load without it.
+        from ..tasks_backend.results import load_task
+
         retried = 0
         for row in queryset.filter(status="FAILED"):
             try:
@@ -164,7 +168,7 @@ class TaskResultAdmin(_ResultAdminBase):
             "traceback": f"{RunCancelled.__name__}: cancelled by {request.user} in the admin\n",
             "final": True,
         }
-        appended = RawSQL("errors || %s::jsonb", (compact_json([error]),))
+        appended = RawSQL("errors || %s::jsonb", (encode_json([error], name="errors"),))
         cancelled = queryset.filter(status="READY").update(
             status="FAILED", finished_at=Now(), errors=appended
         )
