@@ -41,8 +41,9 @@ from dataclasses import dataclass
 
 import psycopg
 from django.db import Error as DjangoDatabaseError
-from django.db import connections, transaction
+from django.db import transaction
 
+from .db.connections import close_connections
 from .logtext import printable
 from .queues import create_queue
 from .queues import outbox as outbox_rows
@@ -214,11 +215,7 @@ class Relay:
 
     def _close_connections(self) -> None:
         self.backend.close()
-        for alias in connections:
-            try:
-                connections[alias].close()
-            except Exception:  # a broken connection may fail to close; it is dropped anyway
-                logger.debug("closing connection %s failed", alias, exc_info=True)
+        close_connections()
 
 
 def _jittered(backoff: float) -> float:

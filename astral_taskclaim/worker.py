@@ -43,9 +43,10 @@ from typing import Any
 
 import psycopg
 from django.db import Error as DjangoDatabaseError
-from django.db import close_old_connections, connections
+from django.db import close_old_connections
 
 from .consume import ConsumeSummary
+from .db.connections import close_connections
 from .lease_keeper import LeaseKeeper, lease_length
 from .logtext import printable
 from .migrated import NotMigratedError
@@ -364,11 +365,7 @@ class Worker:
             extra={"event": "worker.database_error", "queue": self.queue, "delay": delay},
         )
         self.backend.close()
-        for alias in connections:
-            try:
-                connections[alias].close()
-            except Exception:  # a broken connection may fail to close; it is dropped anyway
-                logger.debug("closing connection %s failed", alias, exc_info=True)
+        close_connections()
         if interruptible:
             self._stop.wait(delay)
         else:

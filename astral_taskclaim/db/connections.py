@@ -1,4 +1,5 @@
-"""Separate psycopg connections with the settings of a Django database.
+"""Separate psycopg connections with the settings of a Django database,
+and dropping this thread's Django connections after a database error.
 
 Some work cannot share Django's connection: LISTEN must outlive
 transactions, pg_cron lives in another database of the same server, and
@@ -7,11 +8,14 @@ the async functions need connections of their own on the event loop.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import psycopg
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
+
+logger = logging.getLogger(__name__)
 
 # Keys of Django's connection parameters that psycopg.connect() does not take.
 _DJANGO_ONLY = ("cursor_factory", "context", "prepare_threshold", "server_side_binding")
@@ -36,3 +40,14 @@ def separate_connection(
     or a connection), with ``overrides`` (e.g. ``dbname``, ``user``) applied.
     The caller closes it."""
     return psycopg.connect(**connection_params(database, **overrides), autocommit=autocommit)
+
+
+def close_connections() -> None:
+    """Closes every Django connection of this thread, so the next query
+    opens a fresh one; a connection that fails to close (a broken one may)
+    is logged at DEBUG and dropped all the same."""
+    for alias in connections:
+        try:
+            connections[alias].close()
+        except Exception:
+            logger.debug("closing connection %s failed", alias, exc_info=True)
