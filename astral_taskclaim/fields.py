@@ -1,4 +1,6 @@
-"""A slug field filled in by the database's ``slug.slug()``.
+"""The app's model fields: :class:`DbSlugField`, a slug the database fills
+in, and :class:`LoadableDateTimeField`, a timestamp that loads whatever
+value a row holds (see its docstring).
 
 :class:`DbSlugField` is a ``SlugField`` whose value, when left blank (``""``
 or ``None``) on save, is computed by PostgreSQL as ``slug.slug(<source>)`` in
@@ -142,3 +144,32 @@ def _read_back_pending(sender: type[models.Model], instance: models.Model, **kwa
     pending = instance.__dict__.pop(_PENDING, None)
     if pending and not kwargs.get("raw"):
         instance.refresh_from_db(using=kwargs.get("using"), fields=sorted(pending))
+
+
+#: What :class:`LoadableDateTimeField` loads in place of a value Python's
+#: ``datetime`` cannot hold. A day inside ``datetime.min``/``max``, so the
+#: value stays a ``datetime`` in any connection time zone (offsets stay
+#: under 16 hours).
+EARLIEST_LOADABLE = "0001-01-02 00:00:00+00"
+LATEST_LOADABLE = "9999-12-30 00:00:00+00"
+
+
+class LoadableDateTimeField(models.DateTimeField):  # type: ignore[type-arg]
+    """A ``DateTimeField`` whose column may hold what Python cannot load.
+
+    ``timestamptz`` admits ``'infinity'``, ``'-infinity'`` and years past
+    9999; psycopg refuses to load those, so one such row (a claim pinned
+    "forever" by hand, a row written by another client) would make every
+    query that reads it fail. This field selects the column clamped into
+    ``[EARLIEST_LOADABLE, LATEST_LOADABLE]``: ``'infinity'`` loads as
+    9999-12-30 UTC, ``'-infinity'`` as 0001-01-02 UTC. Filters and ordering
+    use the column itself, so they see the true value.
+    """
+
+    def select_format(self, compiler: Any, sql: str, params: Any) -> tuple[str, Any]:
+        sql, params = super().select_format(compiler, sql, params)
+        clamped = (
+            f"GREATEST(LEAST({sql}, '{LATEST_LOADABLE}'::timestamptz), "
+            f"'{EARLIEST_LOADABLE}'::timestamptz)"
+        )
+        return clamped, params

@@ -14,6 +14,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from .fields import LoadableDateTimeField
 from .queues.postgres.models import QueueMessage, QueueMessageQuerySet
 from .tasks_backend.models import StoredTaskResult
 
@@ -37,7 +38,7 @@ class Claim(models.Model):
     claims are written by :func:`astral_taskclaim.claim_task` and friends."""
 
     key = models.TextField(_("key"), primary_key=True)
-    expires_at = models.DateTimeField(_("expires at"))
+    expires_at = LoadableDateTimeField(_("expires at"))
     token = models.UUIDField(_("token"))
 
     objects = ClaimQuerySet.as_manager()
@@ -55,4 +56,4 @@ class Claim(models.Model):
     @property
     def is_active(self) -> bool:
         """Whether the claim still holds its key (by this process's clock)."""
-        return self.expires_at >= timezone.now()
+        return bool(self.expires_at >= timezone.now())

@@ -48,3 +48,26 @@ def test_default_order_is_by_expiry(claims: None) -> None:
 def test_model_is_unmanaged_on_the_sql_table() -> None:
     assert Claim._meta.managed is False
     assert Claim._meta.db_table == '"taskclaim"."claim"'
+
+
+def test_rows_python_cannot_load_read_back_clamped_and_filter_true() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """INSERT INTO taskclaim.claim (key, expires_at, token) VALUES
+               ('forever', 'infinity', gen_random_uuid()),
+               ('never', '-infinity', gen_random_uuid()),
+               ('far', '20000-01-01 00:00:00+00', gen_random_uuid())"""
+        )
+    loaded = {claim.key: claim.expires_at for claim in Claim.objects.all()}
+    assert loaded["forever"].year == 9999
+    assert loaded["far"] == loaded["forever"]
+    assert loaded["never"].year == 1
+    # Filters and ordering read the column itself, not the clamped value.
+    assert set(Claim.objects.active().values_list("key", flat=True)) == {"forever", "far"}
+    assert list(Claim.objects.order_by("-expires_at").values_list("key", flat=True)) == [
+        "forever",
+        "far",
+        "never",
+    ]
+    assert Claim.objects.get(pk="forever").is_active
+    assert not Claim.objects.get(pk="never").is_active

@@ -15,6 +15,8 @@ from django.db import models
 from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy as _
 
+from ...fields import LoadableDateTimeField
+
 
 class QueueMessageQuerySet(models.QuerySet["QueueMessage"]):
     """Messages by state, judged by the database clock like the queue itself."""
@@ -45,10 +47,10 @@ class QueueMessage(models.Model):
     queue = models.TextField(_("queue"))
     body = models.TextField(_("body"), help_text=_("The message's JSON, byte for byte."))
     attempts = models.IntegerField(_("attempts"), default=0)
-    enqueued_at = models.DateTimeField(_("enqueued at"))
-    visible_at = models.DateTimeField(_("visible at"))
+    enqueued_at = LoadableDateTimeField(_("enqueued at"))
+    visible_at = LoadableDateTimeField(_("visible at"))
     lease = models.UUIDField(_("lease"), null=True, blank=True)
-    leased_at = models.DateTimeField(_("leased at"), null=True, blank=True)
+    leased_at = LoadableDateTimeField(_("leased at"), null=True, blank=True)
     priority = models.SmallIntegerField(_("priority"), default=0)
     # NULL, not "": the SQL owns the column, and most messages never fail.
     last_error = models.TextField(  # noqa: DJ001

@@ -13,6 +13,7 @@ import pytest
 from django.db import connection, connections, transaction
 
 from astral_taskclaim.queues.postgres import PostgresQueue
+from astral_taskclaim.queues.postgres.models import QueueMessage
 from astral_taskclaim.tasks import TaskRegistry
 from astral_taskclaim.worker import Worker, WorkerStats
 
@@ -204,3 +205,15 @@ def test_quarantine_inside_a_transaction_leaves_it_usable(
     assert quarantined(caplog) == [bad]
     assert visible_at(bad) == "infinity"
     assert visible_at(later) != "infinity"  # committed
+
+
+def test_the_message_model_loads_rows_at_infinity(make_queue: MakeQueue) -> None:
+    queue = make_queue()
+    add(queue, 1, visible_at="infinity")
+    add(queue, 2, visible_at="-infinity")
+
+    messages = QueueMessage.objects.for_queue(queue.queue_name)
+
+    by_body = {m.payload["n"]: m.visible_at for m in messages}
+    assert (by_body[1].year, by_body[2].year) == (9999, 1)
+    assert [m.payload["n"] for m in messages.ready()] == [2]
