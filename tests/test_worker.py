@@ -147,7 +147,7 @@ def test_signal_handlers_are_installed_for_the_block(queue: PostgresQueue) -> No
     before = signal.getsignal(signal.SIGTERM)
     with worker.signal_handlers():
         os.kill(os.getpid(), signal.SIGTERM)
-        assert worker._stop.wait(30)
+        assert worker.stopper.wait(30)
     assert signal.getsignal(signal.SIGTERM) is before
 
 
@@ -234,6 +234,7 @@ def test_bad_arguments_and_unknown_queues() -> None:
 def test_stats_merge_every_counter_of_a_summary_and_print_them_one_way() -> None:
     one = ConsumeSummary("jobs", ok=1, retried=2, failed=3, malformed=4, unparseable=5)
     one.claim_write_failures = 6
+    one.returned = 7
     one.retry_delays.append(30)
     stats = WorkerStats("jobs", received=15)
     stats.add(one)
@@ -246,11 +247,12 @@ def test_stats_merge_every_counter_of_a_summary_and_print_them_one_way() -> None
         "malformed": 8,
         "unparseable": 10,
         "claim_write_failures": 12,
+        "returned": 14,
         "retry_delays": [30, 30],
     }
     assert str(stats) == (
         "jobs: 15 received, 2 ok, 4 retried, 6 failed, 8 malformed, 10 unparseable, "
-        "12 claim writes failed"
+        "12 claim writes failed, 14 returned unrun"
     )
     assert str(one).startswith("jobs: 15 messages, 1 ok, 2 retried,")
 
