@@ -132,14 +132,41 @@ def test_stop_finishes_the_message_and_returns_the_rest(queue: PostgresQueue) ->
     assert rows(queue) == [(3, 1, False, True), (4, 1, False, True)]  # visible again at once
 
 
-def test_the_second_signal_exits_at_once(queue: PostgresQueue) -> None:
+def test_the_second_signal_exits_at_once(
+    queue: PostgresQueue, caplog: pytest.LogCaptureFixture
+) -> None:
     exits: list[int] = []
     worker = Worker("jobs", task=make_task(lambda t: None), backend=queue, exit=exits.append)
-    worker.handle_signal(signal.SIGTERM)
+    with caplog.at_level(logging.INFO, logger="astral_taskclaim"):
+        worker.handle_signal(signal.SIGTERM)
     assert worker.stopping
+    assert worker.stopper.requested  # the shared two-stage stop
     assert exits == []
+    [record] = caplog.records
+    assert (record.event, record.queue) == ("worker.stopping", "jobs")  # type: ignore[attr-defined]
+    assert "finishing the current message" in record.getMessage()
     worker.handle_signal(signal.SIGINT)
     assert exits == [128 + signal.SIGINT]
+
+
+@override_settings(TASKCLAIM_DELAY_SCALE=1.0)
+def test_on_run_gets_each_outcome_as_the_core_decided_it(queue: PostgresQueue) -> None:
+    def run(task: Any) -> None:
+        if task["id"] == 2:
+            raise Failure("no")
+
+    send(queue, 1, 2)
+    queue.send({"not": "a claimed task"})
+    seen: list[worker_module.TaskRun] = []
+    task = make_task(run, max_retries=1)
+    worker = Worker("jobs", task=task, backend=queue, wait=0, burst=True, on_run=seen.append)
+    stats = worker.run()
+    assert [(r.key, r.attempt, r.outcome) for r in seen] == [
+        ("job:1", 1, "ok"),
+        ("job:2", 1, "retried"),
+        (None, 1, "malformed"),
+    ]
+    assert (stats.ok, stats.retried, stats.malformed, stats.retry_delays) == (1, 1, 1, [30])
 
 
 def test_signal_handlers_are_installed_for_the_block(queue: PostgresQueue) -> None:
