@@ -1,10 +1,13 @@
-"""Consuming a batch of claimed-task messages: run, retry with backoff, give up.
+"""Consuming claimed-task messages: run, retry with backoff, give up.
 
-:func:`consume_claimed` goes through a batch's messages in order, deciding
-each with ``ack()`` or ``retry(delay_seconds=...)`` and writing its claim
-(hold or release) before deciding. It logs on the ``astral_taskclaim.consume``
-logger; every record's ``extra`` has ``event`` and ``queue``, and ``key``
-and ``attempts`` where they are known:
+The core is per message: :meth:`Consumer.consume_one` runs one message's
+task, writes its claim (hold or release) and then settles the message with
+``ack()`` or ``retry(delay_seconds=...)``, adding the outcome to a
+:class:`ConsumeSummary`. :func:`consume_claimed` goes through a batch with
+it; the worker calls it for each message it runs and settles the batch with
+the queue afterwards. It logs on the ``astral_taskclaim.consume`` logger;
+every record's ``extra`` has ``event`` and ``queue``, and ``key`` and
+``attempts`` where they are known:
 
 ==================================  =======  ========================================
 Event                               Level    When
@@ -17,17 +20,20 @@ Event                               Level    When
 ``queue.claim_release_failed``      error    Releasing the claim failed.
 ==================================  =======  ========================================
 
-It sends the signals of :mod:`~astral_taskclaim.signals` around each run.
+:meth:`Consumer.consume_one` sends the signals of
+:mod:`~astral_taskclaim.signals` around each run; it is the only place that
+sends them.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
-from typing import Any, Protocol, Self, TypeVar
+from dataclasses import dataclass
+from typing import Any, NamedTuple, TypeVar
 
 from asgiref.sync import async_to_sync
 from django.db import connections, transaction
@@ -41,13 +47,24 @@ from .claims import (
     resolve_alias,
 )
 from .conf import app_settings
+from .consumed import Batch, ConsumeSummary, Message, Outcome
 from .envelope import Envelope, parse_body
 from .logtext import printable
 from .queues.base import ReceivedMessage
 from .redaction import redacting_filter
 from .retry import requested_wait_ms, retry_delay_seconds
 
-__all__ = ["Batch", "ConsumeSummary", "Message", "consume_claimed", "retry_delay_seconds"]
+__all__ = [
+    "Batch",
+    "ConsumeSummary",
+    "Consumer",
+    "Message",
+    "MessageConsumer",
+    "Outcome",
+    "TaskOptions",
+    "consume_claimed",
+    "retry_delay_seconds",
+]
 
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
@@ -55,92 +72,212 @@ logger.addFilter(redacting_filter)
 T = TypeVar("T")
 
 
-class Message(Protocol):
-    """A delivered message, as :func:`consume_claimed` settles it."""
+class MessageConsumer(ABC):
+    """Consumes one queue's messages one at a time (what a worker calls);
+    :meth:`consume` goes through a batch."""
 
-    @property
-    def body(self) -> Any: ...
+    __slots__ = ()
 
-    @property
-    def attempts(self) -> int:
-        """Deliveries so far, this one included: 1 on the first."""
+    @abstractmethod
+    def consume_one(self, message: Message, summary: ConsumeSummary) -> Outcome:
+        """Runs and settles ``message`` of queue ``summary.queue``; adds its
+        outcome to ``summary`` and returns it."""
 
-    def ack(self) -> None: ...
-
-    def retry(self, *, delay_seconds: float = ...) -> None: ...
-
-
-class Batch(Protocol):
-    """A received batch: the queue's name and its messages, in order."""
-
-    @property
-    def queue(self) -> str: ...
-
-    @property
-    def messages(self) -> Sequence[Message]: ...
-
-
-@dataclass
-class ConsumeSummary:
-    """What :func:`consume_claimed` did with one batch."""
-
-    queue: str
-    ok: int = 0
-    retried: int = 0
-    failed: int = 0
-    malformed: int = 0
-    unparseable: int = 0
-    claim_write_failures: int = 0
-    #: The delay of each retry, in seconds, after ``TASKCLAIM_DELAY_SCALE``.
-    retry_delays: list[float] = field(default_factory=list)
-
-    @property
-    def messages(self) -> int:
-        """Messages settled (each counts once: ok, retried, failed,
-        malformed or unparseable)."""
-        return self.ok + self.retried + self.failed + self.malformed + self.unparseable
-
-    def merge(self, other: ConsumeSummary) -> Self:
-        """Adds the counters and retry delays of ``other``; returns ``self``."""
-        self.ok += other.ok
-        self.retried += other.retried
-        self.failed += other.failed
-        self.malformed += other.malformed
-        self.unparseable += other.unparseable
-        self.claim_write_failures += other.claim_write_failures
-        self.retry_delays.extend(other.retry_delays)
-        return self
-
-    def describe(self, handled: str) -> str:
-        """The one way counters are printed: ``"<queue>: <handled>, 1 ok, ..."``
-        (``handled``: ``"5 messages"``); failed claim writes only if any."""
-        text = (
-            f"{self.queue}: {handled}, {self.ok} ok, {self.retried} retried, "
-            f"{self.failed} failed, {self.malformed} malformed, {self.unparseable} unparseable"
-        )
-        if self.claim_write_failures:
-            text += f", {self.claim_write_failures} claim writes failed"
-        return text
-
-    def __str__(self) -> str:
-        return self.describe(f"{self.messages} messages")
+    def consume(self, batch: Batch) -> ConsumeSummary:
+        """Consumes the batch's messages in order; what became of them."""
+        summary = ConsumeSummary(queue=batch.queue)
+        consume_one = self.consume_one
+        for message in batch.messages:
+            consume_one(message, summary)
+        return summary
 
 
 @dataclass(frozen=True)
 class _Decision:
+    outcome: Outcome
     ack: bool
     release: bool = False
     delay_seconds: float = 0
     error: str | None = None
 
 
-@dataclass(frozen=True)
-class _Options:
+_OK = _Decision("ok", ack=True)
+_UNPARSEABLE = _Decision("unparseable", ack=True, release=True)
+_GAVE_UP = _Decision("failed", ack=True, release=True)
+
+
+class TaskOptions(NamedTuple):
+    """A task's options, as :func:`consume_claimed` takes them."""
+
+    parse: Callable[[Any], Any]
+    run: Callable[[Any], object]
+    max_retries: int
+    retry_after_ms: Callable[[BaseException], object] | None = None
+
+
+def _checked(options: TaskOptions) -> TaskOptions:
+    max_retries = options.max_retries
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise ValueError(f"max_retries must be an int from 0, got {max_retries!r}")
+    for name, function in (("parse", options.parse), ("run", options.run)):
+        if not callable(function):
+            raise TypeError(f"{name} must be callable, got {type(function).__name__}")
+    if options.retry_after_ms is not None and not callable(options.retry_after_ms):
+        kind = type(options.retry_after_ms).__name__
+        raise TypeError(f"retry_after_ms must be callable, got {kind}")
+    return options
+
+
+@dataclass(frozen=True, slots=True)
+class Consumer(MessageConsumer):
+    """A task's options (see :func:`consume_claimed`) on database alias
+    ``alias`` with delay scale ``scale``. Made with :meth:`create` once per
+    batch, so settings are read there and not per message."""
+
     parse: Callable[[Any], Any]
     run: Callable[[Any], object]
     max_retries: int
     retry_after_ms: Callable[[BaseException], object] | None
+    alias: str
     scale: float
+
+    @classmethod
+    def create(cls, options: TaskOptions, *, using: str | None = None) -> Consumer:
+        """Checks ``options`` and that ``using`` is in no transaction (raising
+        as :func:`consume_claimed` does); reads ``TASKCLAIM_DELAY_SCALE``."""
+        _checked(options)
+        alias = resolve_alias(using)
+        if in_transaction(connections[alias]):
+            raise transaction.TransactionManagementError(
+                "consume_claimed() cannot run inside a transaction: each claim write must "
+                "commit before its message is settled."
+            )
+        return cls(*options, alias=alias, scale=app_settings.DELAY_SCALE)
+
+    def for_task(self, options: TaskOptions) -> Consumer:
+        """This consumer with another task's options, for a consumer that
+        picks the task per message (settings are not read again)."""
+        return Consumer(*_checked(options), alias=self.alias, scale=self.scale)
+
+    def consume_one(self, message: Message, summary: ConsumeSummary) -> Outcome:
+        """Runs ``message``'s task, writes its claim, then settles it (see
+        :func:`consume_claimed`); adds the outcome to ``summary``."""
+        queue = summary.queue
+        found = parse_body(message.body)
+        if found is None:
+            logger.warning(
+                "%s message is not a claimed task; acked",
+                printable(queue),
+                extra={"event": "queue.message_malformed", "queue": queue},
+            )
+            message.ack()
+            summary.malformed += 1
+            return "malformed"
+        decision = self._attempt(queue, found, message.attempts, summary)
+        if decision.release or not decision.ack:
+            self._write_claim(queue, found, decision, summary)
+        if decision.ack:
+            message.ack()
+        else:
+            message.retry(delay_seconds=decision.delay_seconds)
+            if isinstance(message, ReceivedMessage):
+                message.last_error = decision.error
+        return decision.outcome
+
+    def _attempt(
+        self, queue: str, found: Envelope, attempts: int, summary: ConsumeSummary
+    ) -> _Decision:
+        """Parses and runs one task: what to do with its message and claim."""
+        try:
+            task = self.parse(found.task)
+        except Exception:
+            return self._unparseable(queue, found, summary, exc_info=True)
+        if task is None:
+            return self._unparseable(queue, found, summary, exc_info=None)
+        about = {"key": found.key, "claim": found.claim, "attempts": attempts, "task": task}
+        signals.send(signals.task_started, queue, about)
+        try:
+            result = self.run(task)
+            if inspect.isawaitable(result):
+                async_to_sync(_wait)(result)
+        except Exception as error:
+            # Escaped only here: a run that returns logs nothing.
+            shown = (printable(queue), printable(found.key))
+            extra = {"queue": queue, "key": found.key, "attempts": attempts}
+            if attempts <= self.max_retries:
+                wait = requested_wait_ms(self.retry_after_ms, error)
+                # A backend counting from 0 would make the schedule raise; count from 1.
+                delay = retry_delay_seconds(max(attempts, 1), wait)
+                # Scale 1 (the default) keeps the TypeScript package's whole seconds exactly.
+                scaled = delay if self.scale == 1.0 else round(delay * self.scale, 3)
+                logger.info(
+                    "%s task %s failed (attempt %d); retrying in %s s",
+                    *(*shown, attempts, scaled),
+                    exc_info=True,
+                    extra={"event": "queue.task_retrying", **extra},
+                )
+                summary.retried += 1
+                summary.retry_delays.append(scaled)
+                retried = {**about, "error": error, "delay_seconds": scaled}
+                signals.send(signals.task_retried, queue, retried)
+                return _Decision(
+                    "retried", ack=False, delay_seconds=scaled, error=describe_error(error)
+                )
+            logger.error(
+                "%s task %s failed after %d attempt%s",
+                *(*shown, attempts, "" if attempts == 1 else "s"),
+                exc_info=True,
+                extra={"event": "queue.task_failed", **extra},
+            )
+            summary.failed += 1
+            signals.send(signals.task_gave_up, queue, {**about, "error": error})
+            return _GAVE_UP
+        summary.ok += 1
+        signals.send(signals.task_finished, queue, about)
+        return _OK
+
+    def _unparseable(
+        self, queue: str, found: Envelope, summary: ConsumeSummary, *, exc_info: bool | None
+    ) -> _Decision:
+        logger.warning(
+            "%s task %s is unparseable; claim released, acked",
+            *(printable(queue), printable(found.key)),
+            exc_info=exc_info,
+            extra={"event": "queue.task_unparseable", "queue": queue, "key": found.key},
+        )
+        summary.unparseable += 1
+        return _UNPARSEABLE
+
+    def _write_claim(
+        self, queue: str, found: Envelope, decision: _Decision, summary: ConsumeSummary
+    ) -> None:
+        """Holds or releases the message's claim as decided; logs a failure."""
+        alias = self.alias
+        try:
+            with _savepoint_if_in_atomic(alias):
+                if decision.ack:
+                    release_task(found.key, found.claim, using=alias)
+                else:
+                    hold_task(
+                        found.key,
+                        found.claim,
+                        delay_seconds=decision.delay_seconds,
+                        window_seconds=found.window_seconds,
+                        using=alias,
+                    )
+        except Exception:
+            summary.claim_write_failures += 1
+            if decision.ack:
+                event, text = "queue.claim_release_failed", "release failed; acked, key claimed"
+            else:
+                event, text = "queue.claim_hold_failed", "hold failed; retrying"
+            logger.error(
+                "%s task %s: claim %s",
+                *(printable(queue), printable(found.key), text),
+                exc_info=True,
+                extra={"event": event, "queue": queue, "key": found.key},
+            )
+            discard_broken_connection(connections[alias])
 
 
 def consume_claimed(
@@ -179,99 +316,11 @@ def consume_claimed(
     ``max_retries`` other than an int from 0 raises ``ValueError`` before
     any message is touched. Only ``Exception`` counts as a failure;
     ``KeyboardInterrupt`` and ``SystemExit`` propagate.
+
+    Each message goes through :meth:`Consumer.consume_one`, as in the worker.
     """
-    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-        raise ValueError(f"max_retries must be an int from 0, got {max_retries!r}")
-    for name, function in (("parse", parse), ("run", run)):
-        if not callable(function):
-            raise TypeError(f"{name} must be callable, got {type(function).__name__}")
-    if retry_after_ms is not None and not callable(retry_after_ms):
-        raise TypeError(f"retry_after_ms must be callable, got {type(retry_after_ms).__name__}")
-    alias = resolve_alias(using)
-    if in_transaction(connections[alias]):
-        raise transaction.TransactionManagementError(
-            "consume_claimed() cannot run inside a transaction: each claim write must "
-            "commit before its message is settled."
-        )
-    options = _Options(parse, run, max_retries, retry_after_ms, app_settings.DELAY_SCALE)
-    queue = batch.queue
-    summary = ConsumeSummary(queue=queue)
-    for message in batch.messages:
-        found = parse_body(message.body)
-        if found is None:
-            logger.warning(
-                "%s message is not a claimed task; acked",
-                printable(queue),
-                extra={"event": "queue.message_malformed", "queue": queue},
-            )
-            message.ack()
-            summary.malformed += 1
-            continue
-        decision = _attempt(queue, found, message.attempts, options, summary)
-        _write_claim(alias, queue, found, decision, summary)
-        if decision.ack:
-            message.ack()
-        else:
-            message.retry(delay_seconds=decision.delay_seconds)
-            if isinstance(message, ReceivedMessage):
-                message.last_error = decision.error
-    return summary
-
-
-def _attempt(
-    queue: str, found: Envelope, attempts: int, options: _Options, summary: ConsumeSummary
-) -> _Decision:
-    """Parses and runs one task: what to do with its message and claim."""
-    unparseable = {"event": "queue.task_unparseable", "queue": queue, "key": found.key}
-    text = "%s task %s is unparseable; claim released, acked"
-    shown = (printable(queue), printable(found.key))
-    try:
-        task = options.parse(found.task)
-    except Exception:
-        logger.warning(text, *shown, exc_info=True, extra=unparseable)
-        summary.unparseable += 1
-        return _Decision(ack=True, release=True)
-    if task is None:
-        logger.warning(text, *shown, extra=unparseable)
-        summary.unparseable += 1
-        return _Decision(ack=True, release=True)
-    about = {"key": found.key, "claim": found.claim, "attempts": attempts, "task": task}
-    signals.send(signals.task_started, queue, about)
-    try:
-        result = options.run(task)
-        if inspect.isawaitable(result):
-            async_to_sync(_wait)(result)
-    except Exception as error:
-        extra = {"queue": queue, "key": found.key, "attempts": attempts}
-        if attempts <= options.max_retries:
-            wait = requested_wait_ms(options.retry_after_ms, error)
-            # A backend counting from 0 would make the schedule raise; count from 1.
-            delay = retry_delay_seconds(max(attempts, 1), wait)
-            # Scale 1 (the default) keeps the TypeScript package's whole seconds exactly.
-            scaled = delay if options.scale == 1.0 else round(delay * options.scale, 3)
-            logger.info(
-                "%s task %s failed (attempt %d); retrying in %s s",
-                *(*shown, attempts, scaled),
-                exc_info=True,
-                extra={"event": "queue.task_retrying", **extra},
-            )
-            summary.retried += 1
-            summary.retry_delays.append(scaled)
-            retried = {**about, "error": error, "delay_seconds": scaled}
-            signals.send(signals.task_retried, queue, retried)
-            return _Decision(ack=False, delay_seconds=scaled, error=describe_error(error))
-        logger.error(
-            "%s task %s failed after %d attempt%s",
-            *(*shown, attempts, "" if attempts == 1 else "s"),
-            exc_info=True,
-            extra={"event": "queue.task_failed", **extra},
-        )
-        summary.failed += 1
-        signals.send(signals.task_gave_up, queue, {**about, "error": error})
-        return _Decision(ack=True, release=True)
-    summary.ok += 1
-    signals.send(signals.task_finished, queue, about)
-    return _Decision(ack=True)
+    options = TaskOptions(parse, run, max_retries, retry_after_ms)
+    return Consumer.create(options, using=using).consume(batch)
 
 
 #: Longest error text kept with a queued message.
@@ -286,40 +335,6 @@ def describe_error(error: BaseException) -> str:
 
 async def _wait(awaitable: Awaitable[object]) -> None:
     await awaitable
-
-
-def _write_claim(
-    alias: str, queue: str, found: Envelope, decision: _Decision, summary: ConsumeSummary
-) -> None:
-    """Holds or releases the message's claim as decided; logs a failure."""
-    if decision.ack and not decision.release:
-        return
-    connection = connections[alias]
-    try:
-        with _savepoint_if_in_atomic(alias):
-            if decision.ack:
-                release_task(found.key, found.claim, using=alias)
-            else:
-                hold_task(
-                    found.key,
-                    found.claim,
-                    delay_seconds=decision.delay_seconds,
-                    window_seconds=found.window_seconds,
-                    using=alias,
-                )
-    except Exception:
-        summary.claim_write_failures += 1
-        if decision.ack:
-            event, text = "queue.claim_release_failed", "release failed; acked, key claimed"
-        else:
-            event, text = "queue.claim_hold_failed", "hold failed; retrying"
-        logger.error(
-            "%s task %s: claim %s",
-            *(printable(queue), printable(found.key), text),
-            exc_info=True,
-            extra={"event": event, "queue": queue, "key": found.key},
-        )
-        discard_broken_connection(connection)
 
 
 def _savepoint_if_in_atomic(alias: str) -> AbstractContextManager[object]:

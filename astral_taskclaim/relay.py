@@ -117,7 +117,7 @@ class Relay:
         self.first_backoff = float(first_backoff)
         self.max_backoff = max(float(max_backoff), self.first_backoff)
         self.stats = RelayStats()
-        self.stopper = TwoStageStop("relay", f"relaying {queue}", exit=exit)
+        self.stopper = TwoStageStop("relay", f"relaying {queue}", queue=queue, exit=exit)
         self._sleep = sleep if sleep is not None else self.stopper.wait
         self._jitter = jitter if jitter is not None else _jittered
         self._backoff = self.first_backoff

@@ -24,13 +24,25 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class TwoStageStop:
-    """The stop request of one loop; ``kind`` (``"relay"``) prefixes its
-    log events, ``name`` says what stops. ``exit`` ends the process on the
-    second signal (``os._exit``; replaced in tests)."""
+    """The stop request of one loop; ``kind`` (``"relay"``, ``"worker"``)
+    prefixes its log events, ``name`` says what stops, ``work`` what the
+    first signal lets finish, ``queue`` (if any) goes in the events'
+    fields. ``exit`` ends the process on the second signal (``os._exit``;
+    replaced in tests)."""
 
-    def __init__(self, kind: str, name: str, *, exit: Callable[[int], object] = os._exit) -> None:
+    def __init__(
+        self,
+        kind: str,
+        name: str,
+        *,
+        work: str = "the work in hand",
+        queue: str | None = None,
+        exit: Callable[[int], object] = os._exit,
+    ) -> None:
         self.kind = kind
         self.name = name
+        self.work = work
+        self._fields = {} if queue is None else {"queue": queue}
         self._exit = exit
         self._event = threading.Event()
 
@@ -54,16 +66,17 @@ class TwoStageStop:
         signame = signal.Signals(signum).name
         if self._event.is_set():
             logger.warning(
-                "%s again: exiting at once", signame, extra={"event": f"{self.kind}.forced_exit"}
+                "%s again: exiting at once",
+                signame,
+                extra={"event": f"{self.kind}.forced_exit", **self._fields},
             )
             sys.stderr.flush()
             self._exit(128 + signum)
             return
         logger.info(
-            "%s: finishing the work in hand, then stopping %s (again to exit at once)",
-            signame,
-            self.name,
-            extra={"event": f"{self.kind}.stopping"},
+            "%s: finishing %s, then stopping %s (again to exit at once)",
+            *(signame, self.work, self.name),
+            extra={"event": f"{self.kind}.stopping", **self._fields},
         )
         self.request()
 

@@ -1,8 +1,10 @@
 """Signals sent while claimed tasks run, for metrics, tracing or alerts.
 
-Each is sent by :func:`~astral_taskclaim.consume.consume_claimed` (and so by
-the worker and ``consume_claimed`` command) with the queue's name as
-``sender`` and these keyword arguments:
+Each is sent from one place, the per-message core
+:meth:`~astral_taskclaim.consume.Consumer.consume_one` (and so by
+:func:`~astral_taskclaim.consume.consume_claimed`, the worker, the
+``consume_claimed`` command and the Django Tasks backend's runner), with the
+queue's name as ``sender`` and these keyword arguments:
 
 - ``key``: the task key; ``claim``: the claim token of the message;
   ``attempts``: deliveries so far, this one included; ``task``: the parsed
@@ -18,8 +20,9 @@ Signal                 Sent when, and its extra arguments
                        ``error``.
 =====================  ==============================================================
 
-Receivers run in the consuming thread, before the claim is written and the
-message settled. A receiver that raises does not change what happens to the
+A malformed body or an unparseable task sends none. Receivers run in the
+consuming thread, before the claim is written and the message settled. A
+receiver that raises does not change what happens to the
 task: its error is logged on the ``astral_taskclaim.signals`` logger
 (``queue.signal_receiver_failed``) and the other receivers still run.
 """

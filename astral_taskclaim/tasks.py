@@ -26,14 +26,14 @@ import functools
 import math
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, TypedDict, TypeVar, Unpack, overload
 
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import autodiscover_modules
 
 from .aio import aenqueue_claimed
 from .claims import enqueue_claimed
-from .consume import ConsumeSummary, consume_claimed
+from .consume import Consumer, ConsumeSummary, MessageConsumer, TaskOptions
 from .queues import MessageBatch, queues
 from .validation import validate_window
 
@@ -132,53 +132,57 @@ class ClaimedTask(Generic[T]):
                 return requested
         return requested_retry_after_ms(exception)
 
-    def enqueue(
-        self,
-        key: str,
-        task: Any,
-        *,
-        window_seconds: float | None = None,
-        using: str | None = None,
-    ) -> str | None:
+    def enqueue(self, key: str, task: Any, **options: Unpack[EnqueueOptions]) -> str | None:
         """``enqueue_claimed(queues[self.queue], key, task, ...)``: the claim
         token, or ``None`` while a claim holds ``key``. ``window_seconds``
         defaults to the task's."""
-        window = self._window(window_seconds, "enqueue")
-        return enqueue_claimed(queues[self.queue], key, task, window_seconds=window, using=using)
+        return enqueue_claimed(queues[self.queue], key, task, **self._options(options, "enqueue"))
 
-    async def aenqueue(
-        self,
-        key: str,
-        task: Any,
-        *,
-        window_seconds: float | None = None,
-        using: str | None = None,
-    ) -> str | None:
+    async def aenqueue(self, key: str, task: Any, **options: Unpack[EnqueueOptions]) -> str | None:
         """:meth:`enqueue` for async code: ``aenqueue_claimed(queues[self.queue],
         key, task, ...)``, which commits on its own (never in a transaction)."""
-        window = self._window(window_seconds, "aenqueue")
-        return await aenqueue_claimed(
-            queues[self.queue], key, task, window_seconds=window, using=using
-        )
+        found = self._options(options, "aenqueue")
+        return await aenqueue_claimed(queues[self.queue], key, task, **found)
 
-    def _window(self, window_seconds: float | None, method: str) -> float:
-        window = self.window_seconds if window_seconds is None else window_seconds
+    def _options(self, options: EnqueueOptions, method: str) -> _Resolved:
+        """``options`` with the task's window filled in; a ``TypeError`` for
+        an unknown keyword, as a signature would raise."""
+        unknown = options.keys() - EnqueueOptions.__optional_keys__
+        if unknown:
+            raise TypeError(f"{self.name}.{method}() got unexpected keyword {sorted(unknown)[0]!r}")
+        window = options.get("window_seconds")
+        if window is None:
+            window = self.window_seconds
         if window is None:
             raise ValueError(
                 f"{self.name}.{method}() needs window_seconds (the task declares no default)"
             )
-        return window
+        return {"window_seconds": window, "using": options.get("using")}
+
+    def consumer(self, *, using: str | None = None) -> MessageConsumer:
+        """What runs this task's messages one at a time (the worker calls its
+        ``consume_one``); made once per batch."""
+        options = TaskOptions(self.parse, self.run, self.max_retries, self.retry_after_ms)
+        return Consumer.create(options, using=using)
 
     def consume(self, batch: MessageBatch, *, using: str | None = None) -> ConsumeSummary:
-        """Runs ``batch`` through ``consume_claimed`` with this task's options."""
-        return consume_claimed(
-            batch,
-            parse=self.parse,
-            run=self.run,
-            max_retries=self.max_retries,
-            retry_after_ms=self.retry_after_ms,
-            using=using,
-        )
+        """Runs ``batch`` as ``consume_claimed`` does, with this task's options."""
+        return self.consumer(using=using).consume(batch)
+
+
+class EnqueueOptions(TypedDict, total=False):
+    """The keyword arguments of :meth:`ClaimedTask.enqueue` and
+    :meth:`ClaimedTask.aenqueue`."""
+
+    #: The claim's window; the task's ``window_seconds`` when ``None``.
+    window_seconds: float | None
+    #: The database alias (``TASKCLAIM_DATABASE`` when ``None``).
+    using: str | None
+
+
+class _Resolved(TypedDict):
+    window_seconds: float
+    using: str | None
 
 
 class TaskRegistry:

@@ -1,15 +1,15 @@
 """The worker loop behind ``manage.py consume_claimed``.
 
-:class:`Worker` receives a batch, runs it through the queue's claimed task
-(``consume_claimed``) message by message, and settles the whole batch with
-one ``settle()`` call. It can be used without the command (in a thread, in
-tests)::
+:class:`Worker` receives a batch, runs its messages one at a time through
+the queue's claimed task (its consumer's ``consume_one``, the core of
+``consume_claimed``), and settles the whole batch with one ``settle()``
+call. It can be used without the command (in a thread, in tests)::
 
     worker = Worker("refresh", batch_size=10, burst=True)
     stats = worker.run()
 
-Shutdown is two-stage. :meth:`Worker.stop` (what the first SIGTERM or
-SIGINT calls) lets the running message finish, settles the batch and
+Shutdown is two-stage (:mod:`~astral_taskclaim.shutdown`). :meth:`Worker.stop`
+(what the first SIGTERM or SIGINT calls) lets the running message finish, settles the batch and
 returns; the batch's messages not yet run are retried at once, so another
 worker gets them (their next delivery counts one more attempt). A second
 signal exits the process at once (status 128 + signal): its leased messages
@@ -31,12 +31,10 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -45,14 +43,18 @@ import psycopg
 from django.db import Error as DjangoDatabaseError
 from django.db import close_old_connections
 
-from .consume import ConsumeSummary
+from .consume import ConsumeSummary, Outcome
+from .consumed import TaskRun
 from .db.connections import close_connections
 from .lease_keeper import LeaseKeeper, lease_length
 from .logtext import printable
 from .migrated import NotMigratedError
 from .queues import BaseQueue, MessageBatch, QueueError, ReceivedMessage, create_queue
 from .redaction import redact_configured, redacting_filter
+from .shutdown import TwoStageStop
 from .tasks import ClaimedTask, registry
+
+__all__ = ["TaskRun", "Worker", "WorkerStats"]
 
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
@@ -68,25 +70,6 @@ IDLE_PAUSE = 1.0
 SETTLE_TRIES = 5
 
 
-@dataclass(frozen=True)
-class TaskRun:
-    """One message a worker ran: its key (``None`` for a body that is no
-    claimed task), its delivery count, the outcome (``ok``, ``retried``,
-    ``failed``, ``malformed`` or ``unparseable``) and how long it took."""
-
-    queue: str
-    key: str | None
-    attempt: int
-    outcome: str
-    duration_seconds: float
-
-    def __str__(self) -> str:
-        return (
-            f"{self.queue}: {self.key} attempt {self.attempt}: {self.outcome} "
-            f"in {self.duration_seconds:.3f} s"
-        )
-
-
 @dataclass
 class WorkerStats(ConsumeSummary):
     """What a worker did so far: the totals of its batches' summaries
@@ -95,8 +78,6 @@ class WorkerStats(ConsumeSummary):
 
     batches: int = 0
     received: int = 0
-    #: Messages received but not run (shutdown or a database error), retried at once.
-    returned: int = 0
     #: Messages not run: another delivery took them before their leases
     #: could be extended (the worker was stalled past its lease).
     leases_lost: int = 0
@@ -106,7 +87,7 @@ class WorkerStats(ConsumeSummary):
     left_leased: int = 0
 
     def add(self, summary: ConsumeSummary) -> None:
-        """Adds one ``consume_claimed`` summary (:meth:`merge`)."""
+        """Adds one batch's summary (:meth:`merge`)."""
         self.merge(summary)
 
     def __str__(self) -> str:
@@ -153,9 +134,10 @@ class Worker:
         self.queue = queue
         self.using = using
         self.stats = WorkerStats(queue)
-        self._exit = exit
         self.on_run = on_run
-        self._stop = threading.Event()
+        self.stopper = TwoStageStop(
+            "worker", f"consuming {queue}", work="the current message", queue=queue, exit=exit
+        )
         self._backoff = FIRST_BACKOFF
         self._lease_seconds: float | None = None
         self._received_at = 0.0
@@ -166,38 +148,21 @@ class Worker:
     @property
     def stopping(self) -> bool:
         """Whether :meth:`stop` was called."""
-        return self._stop.is_set()
+        return self.stopper.requested
 
     def stop(self) -> None:
         """Finishes the running message, settles the batch, then :meth:`run`
         returns. Safe from a signal handler or another thread."""
-        self._stop.set()
+        self.stopper.request()
 
     def handle_signal(self, signum: int, frame: FrameType | None = None) -> None:
         """First call: :meth:`stop`. Second: exit the process at once."""
-        name = signal.Signals(signum).name
-        if self._stop.is_set():
-            logger.warning("%s again: exiting at once", name, extra={"event": "worker.forced_exit"})
-            sys.stderr.flush()
-            self._exit(128 + signum)
-            return
-        logger.info(
-            "%s: finishing the current message, then stopping (again to exit at once)",
-            name,
-            extra={"event": "worker.stopping", "queue": self.queue},
-        )
-        self.stop()
+        self.stopper.handle_signal(signum, frame)
 
-    @contextmanager
-    def signal_handlers(self) -> Iterator[None]:
+    def signal_handlers(self) -> AbstractContextManager[None]:
         """SIGTERM and SIGINT call :meth:`handle_signal` inside the block
         (main thread only)."""
-        previous = {sig: signal.signal(sig, self.handle_signal) for sig in _SIGNALS}
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        return self.stopper.signal_handlers()
 
     def run(self) -> WorkerStats:
         """Consumes until stopped, drained (``burst``) or ``max_messages``
@@ -215,7 +180,7 @@ class Worker:
                 extra={"event": "worker.leases_not_extended", "queue": self.queue},
             )
         try:
-            while not self._stop.is_set():
+            while not self.stopper.requested:
                 limit = self.batch_size
                 if self.max_messages is not None:
                     limit = min(limit, self.max_messages - self.stats.received)
@@ -236,18 +201,15 @@ class Worker:
             *(self.queue, self.stats.batches),
             extra={
                 "event": "worker.stopped",
-                "queue": self.queue,
                 "received": self.stats.received,
-                "ok": self.stats.ok,
-                "retried": self.stats.retried,
-                "failed": self.stats.failed,
+                **self.stats.log_fields(),
             },
         )
         return self.stats
 
     def _receive(self, limit: int) -> MessageBatch | None:
         """The next non-empty batch, or ``None`` to stop."""
-        while not self._stop.is_set():
+        while not self.stopper.requested:
             try:
                 batch = self.backend.receive(max_messages=limit, wait_seconds=self.wait)
             except NotMigratedError:
@@ -262,7 +224,7 @@ class Worker:
             if self.burst:
                 return None
             if self.wait == 0:
-                self._stop.wait(IDLE_PAUSE)
+                self.stopper.wait(IDLE_PAUSE)
         return None
 
     def _process(self, batch: MessageBatch) -> None:
@@ -276,24 +238,17 @@ class Worker:
         returned = [m for m in batch.messages[done:] if keeper is None or not keeper.lost(m)]
         for message in returned:
             message.retry(delay_seconds=0)
-        stats.add(summary)
-        stats.returned += len(returned)
+        summary.returned = len(returned)
+        stats.merge(summary)
         self._settle(batch.messages)
         logger.info(
-            "%s%s",
+            "%s",
             summary.describe(f"{len(batch.messages)} received"),
-            f", {len(returned)} returned unrun" if returned else "",
             extra={
                 "event": "worker.batch",
-                "queue": batch.queue,
                 "received": len(batch.messages),
-                "ok": summary.ok,
-                "retried": summary.retried,
-                "failed": summary.failed,
-                "malformed": summary.malformed,
-                "unparseable": summary.unparseable,
-                "returned": len(returned),
                 "retry_delays": list(summary.retry_delays),
+                **summary.log_fields(),
             },
         )
 
@@ -301,26 +256,27 @@ class Worker:
         """Runs the batch's messages in order until done or stopped; how
         many it went through (a message lost to another delivery is
         skipped: its new consumer runs it)."""
+        on_run, stopper = self.on_run, self.stopper
         done = 0
-        for message in batch.messages:
-            if self._stop.is_set():
-                break
-            done += 1
-            if keeper is not None and keeper.lost(message):
-                self.stats.leases_lost += 1
-                continue
-            started = time.monotonic()
-            try:
-                one = self.task.consume(MessageBatch(batch.queue, [message]), using=self.using)
-            except RECOVERABLE as error:
-                # The claims database is unreachable: leave this message and
-                # the rest to the retry below.
-                self._recover(error, interruptible=False)
-                return done - 1
-            summary.merge(one)
-            if self.on_run is not None:
-                self.on_run(_task_run(batch.queue, message, one, time.monotonic() - started))
-        return done
+        try:
+            # Made per batch: asks whether the claims connection is usable.
+            consumer = self.task.consumer(using=self.using)
+            for done, message in enumerate(batch.messages):
+                if stopper.requested:
+                    return done
+                if keeper is not None and keeper.lost(message):
+                    self.stats.leases_lost += 1
+                    continue
+                started = time.monotonic()
+                outcome = consumer.consume_one(message, summary)
+                if on_run is not None:
+                    on_run(_task_run(batch.queue, message, outcome, time.monotonic() - started))
+        except RECOVERABLE as error:
+            # The claims database is unreachable: leave this message and the
+            # rest to the retry of the messages not run.
+            self._recover(error, interruptible=False)
+            return done
+        return len(batch.messages)
 
     def _lease_keeper(
         self, messages: list[ReceivedMessage]
@@ -367,12 +323,9 @@ class Worker:
         self.backend.close()
         close_connections()
         if interruptible:
-            self._stop.wait(delay)
+            self.stopper.wait(delay)
         else:
             threading.Event().wait(delay)
-
-
-_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def _count(name: str, value: object, *, maximum: int | None = None) -> int:
@@ -384,11 +337,7 @@ def _count(name: str, value: object, *, maximum: int | None = None) -> int:
     return value
 
 
-_OUTCOMES = ("ok", "retried", "failed", "malformed", "unparseable")
-
-
-def _task_run(queue: str, message: ReceivedMessage, one: ConsumeSummary, seconds: float) -> TaskRun:
+def _task_run(queue: str, message: ReceivedMessage, outcome: Outcome, seconds: float) -> TaskRun:
     body = message.body
     key = body.get("key") if isinstance(body, dict) else None
-    outcome = next((name for name in _OUTCOMES if getattr(one, name)), "ok")
     return TaskRun(queue, key if isinstance(key, str) else None, message.attempts, outcome, seconds)

@@ -15,6 +15,7 @@ from django.db.transaction import TransactionManagementError
 from django.test import override_settings
 
 from astral_taskclaim import claim_task, consume_claimed
+from astral_taskclaim.consume import Consumer, ConsumeSummary, TaskOptions
 from astral_taskclaim.queues.base import MessageBatch, ReceivedMessage
 from tests.claimkit import (
     claims,
@@ -466,3 +467,31 @@ def test_a_key_with_a_newline_cannot_forge_a_log_line(logs: pytest.LogCaptureFix
         == "refresh task k\\nERROR astral_taskclaim.consume: forged\\x1b[2J failed after 9 attempts"
     )
     assert record.key == key  # type: ignore[attr-defined]  (structured: left as it is)
+
+
+@override_settings(TASKCLAIM_DELAY_SCALE=0.5)
+def test_consume_one_settles_one_message_and_returns_its_outcome() -> None:
+    def run(task: Any) -> None:
+        if task == "fail":
+            raise TaskError()
+
+    options = TaskOptions(lambda task: None if task == "bad" else task, run, 1)
+    consumer = Consumer.create(options)
+    summary = ConsumeSummary("refresh")
+    delivered = [
+        message(claimed("ok", task="ok")),
+        message(claimed("retry", task="fail")),
+        message(claimed("final", task="fail"), attempts=2),
+        message({"not": "an envelope"}),
+        message(claimed("bad", task="bad")),
+    ]
+    outcomes = [consumer.consume_one(one, summary) for one in delivered]
+    assert outcomes == ["ok", "retried", "failed", "malformed", "unparseable"]
+    assert [one.settlement for one in delivered] == ["ack", "retry", "ack", "ack", "ack"]
+    assert (summary.ok, summary.retried, summary.failed, summary.messages) == (1, 1, 1, 5)
+    assert summary.retry_delays == [15]  # 30 s at scale 0.5, read once by create()
+    assert set(claims()) == {"ok", "retry"}
+    other = consumer.for_task(TaskOptions(lambda task: task, succeed, 0))
+    assert (other.alias, other.scale) == (consumer.alias, 0.5)
+    with pytest.raises(ValueError, match="max_retries"):
+        consumer.for_task(TaskOptions(lambda task: task, succeed, -1))

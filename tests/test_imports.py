@@ -57,7 +57,10 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     ("database", {"db"}),
     ("queues", {"queues"}),
-    ("claims", {"claims", "bulk", "aio", "consume", "maintenance", "status", "testing"}),
+    (
+        "claims",
+        {"claims", "bulk", "aio", "consume", "consumed", "maintenance", "status", "testing"},
+    ),
     ("tasks", {"tasks", "worker", "lease_keeper", "relay", "metrics", "tasks_backend"}),
     ("django", {"apps", "checks", "models", "admin", "management", "migrations"}),
     ("public", {""}),

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
+
+import pytest
 
 from astral_taskclaim.shutdown import TwoStageStop
 
@@ -32,3 +35,20 @@ def test_handlers_are_installed_inside_the_block_only() -> None:
     with stop.signal_handlers():
         assert signal.getsignal(signal.SIGTERM) == stop.handle_signal
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_the_log_says_what_finishes_and_names_the_queue(caplog: pytest.LogCaptureFixture) -> None:
+    exits: list[int] = []
+    stop = TwoStageStop("worker", "consuming q", work="the message", queue="q", exit=exits.append)
+    with caplog.at_level(logging.INFO, logger="astral_taskclaim.shutdown"):
+        stop.handle_signal(signal.SIGTERM)
+        stop.handle_signal(signal.SIGTERM)
+    first, second = caplog.records
+    assert first.getMessage() == (
+        "SIGTERM: finishing the message, then stopping consuming q (again to exit at once)"
+    )
+    assert [(r.event, r.queue) for r in (first, second)] == [  # type: ignore[attr-defined]
+        ("worker.stopping", "q"),
+        ("worker.forced_exit", "q"),
+    ]
+    assert exits == [128 + signal.SIGTERM]

@@ -10,6 +10,9 @@ from django.dispatch import Signal
 
 from astral_taskclaim import claim_task, consume_claimed, signals
 from astral_taskclaim.queues.base import MessageBatch, ReceivedMessage
+from astral_taskclaim.queues.memory import MemoryQueue
+from astral_taskclaim.tasks import TaskRegistry
+from astral_taskclaim.worker import Worker
 from tests.claimkit import claims
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
@@ -108,3 +111,14 @@ def test_a_receiver_that_raises_is_logged_and_changes_nothing(
     assert record.event == "queue.signal_receiver_failed"  # type: ignore[attr-defined]
     assert record.key == "k"  # type: ignore[attr-defined]
     assert "receiver broke" in caplog.text
+
+
+def test_the_worker_sends_them_from_the_same_core(heard: list[Any]) -> None:
+    queue = MemoryQueue("refresh", options={})
+    queue.send(envelope("k"))
+    task = TaskRegistry().task(queue="refresh")(lambda task: None)
+    Worker("refresh", task=task, backend=queue, wait=0, burst=True).run()
+    assert [(name, about["key"], about["sender"]) for name, about in heard] == [
+        ("started", "k", "refresh"),
+        ("finished", "k", "refresh"),
+    ]

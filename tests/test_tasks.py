@@ -187,6 +187,8 @@ def test_enqueue_without_a_window_says_so(tasks: TaskRegistry, memory_queue: str
 
     with pytest.raises(ValueError, match="needs window_seconds"):
         job.enqueue("k", {})
+    with pytest.raises(TypeError, match=r"job\.enqueue\(\) got unexpected keyword 'window'"):
+        job.enqueue("k", {}, window=5)  # type: ignore[call-arg]
     assert claims() == {}
 
 

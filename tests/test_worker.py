@@ -132,14 +132,41 @@ def test_stop_finishes_the_message_and_returns_the_rest(queue: PostgresQueue) ->
     assert rows(queue) == [(3, 1, False, True), (4, 1, False, True)]  # visible again at once
 
 
-def test_the_second_signal_exits_at_once(queue: PostgresQueue) -> None:
+def test_the_second_signal_exits_at_once(
+    queue: PostgresQueue, caplog: pytest.LogCaptureFixture
+) -> None:
     exits: list[int] = []
     worker = Worker("jobs", task=make_task(lambda t: None), backend=queue, exit=exits.append)
-    worker.handle_signal(signal.SIGTERM)
+    with caplog.at_level(logging.INFO, logger="astral_taskclaim"):
+        worker.handle_signal(signal.SIGTERM)
     assert worker.stopping
+    assert worker.stopper.requested  # the shared two-stage stop
     assert exits == []
+    [record] = caplog.records
+    assert (record.event, record.queue) == ("worker.stopping", "jobs")  # type: ignore[attr-defined]
+    assert "finishing the current message" in record.getMessage()
     worker.handle_signal(signal.SIGINT)
     assert exits == [128 + signal.SIGINT]
+
+
+@override_settings(TASKCLAIM_DELAY_SCALE=1.0)
+def test_on_run_gets_each_outcome_as_the_core_decided_it(queue: PostgresQueue) -> None:
+    def run(task: Any) -> None:
+        if task["id"] == 2:
+            raise Failure("no")
+
+    send(queue, 1, 2)
+    queue.send({"not": "a claimed task"})
+    seen: list[worker_module.TaskRun] = []
+    task = make_task(run, max_retries=1)
+    worker = Worker("jobs", task=task, backend=queue, wait=0, burst=True, on_run=seen.append)
+    stats = worker.run()
+    assert [(r.key, r.attempt, r.outcome) for r in seen] == [
+        ("job:1", 1, "ok"),
+        ("job:2", 1, "retried"),
+        (None, 1, "malformed"),
+    ]
+    assert (stats.ok, stats.retried, stats.malformed, stats.retry_delays) == (1, 1, 1, [30])
 
 
 def test_signal_handlers_are_installed_for_the_block(queue: PostgresQueue) -> None:
@@ -147,7 +174,7 @@ def test_signal_handlers_are_installed_for_the_block(queue: PostgresQueue) -> No
     before = signal.getsignal(signal.SIGTERM)
     with worker.signal_handlers():
         os.kill(os.getpid(), signal.SIGTERM)
-        assert worker._stop.wait(30)
+        assert worker.stopper.wait(30)
     assert signal.getsignal(signal.SIGTERM) is before
 
 
@@ -234,6 +261,7 @@ def test_bad_arguments_and_unknown_queues() -> None:
 def test_stats_merge_every_counter_of_a_summary_and_print_them_one_way() -> None:
     one = ConsumeSummary("jobs", ok=1, retried=2, failed=3, malformed=4, unparseable=5)
     one.claim_write_failures = 6
+    one.returned = 7
     one.retry_delays.append(30)
     stats = WorkerStats("jobs", received=15)
     stats.add(one)
@@ -246,11 +274,12 @@ def test_stats_merge_every_counter_of_a_summary_and_print_them_one_way() -> None
         "malformed": 8,
         "unparseable": 10,
         "claim_write_failures": 12,
+        "returned": 14,
         "retry_delays": [30, 30],
     }
     assert str(stats) == (
         "jobs: 15 received, 2 ok, 4 retried, 6 failed, 8 malformed, 10 unparseable, "
-        "12 claim writes failed"
+        "12 claim writes failed, 14 returned unrun"
     )
     assert str(one).startswith("jobs: 15 messages, 1 ok, 2 retried,")
 

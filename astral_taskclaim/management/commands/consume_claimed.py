@@ -2,34 +2,26 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
+from django.core.management.base import CommandError, CommandParser
 from django.db import DatabaseError
 
 from ...conf import app_settings
 from ...migrated import NotMigratedError, ensure_migrated
-from ...queues import QueueError, unknown_queue
+from ...queues import QueueError
 from ...worker import TaskRun, Worker
-
-#: Console log level by ``--verbosity``: 0 warnings, 1 a line per batch, 2+ debug
-#: (and, on stdout, a line per task run).
-LEVELS = {0: logging.WARNING, 1: logging.INFO}
+from ..loop import QueueLoopCommand
 
 
-class Command(BaseCommand):
+class Command(QueueLoopCommand[Worker]):
     help = (
         "Consumes QUEUE with its registered claimed task: runs, retries and gives up as "
         "consume_claimed does. The first SIGTERM/SIGINT finishes the current message, settles "
         "the batch and exits 0; a second exits at once."
     )
 
-    def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("queue", help="A TASKCLAIM_QUEUES alias.")
+    def add_loop_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--batch-size", type=int, default=10, help="Most messages per batch (default 10)."
         )
@@ -56,62 +48,34 @@ class Command(BaseCommand):
             "'prometheus' extra).",
         )
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        queue = options["queue"]
-        if queue not in app_settings.QUEUES:
-            raise CommandError(unknown_queue(queue))
-        verbosity = options["verbosity"]
-        try:
-            worker = Worker(
-                queue,
-                batch_size=options["batch_size"],
-                wait=options["wait"],
-                burst=options["burst"],
-                max_messages=options["max_messages"],
-                on_run=self._print_run if verbosity >= 2 else None,
-            )
-        except LookupError as error:
-            raise CommandError(str(error.args[0])) from error
-        except (ImproperlyConfigured, TypeError, ValueError) as error:
-            raise CommandError(str(error)) from error
-        errors = [message.msg for message in worker.backend.check() if message.is_serious()]
-        if errors:
-            raise CommandError("; ".join(errors))
-        _ensure_migrated(worker)
+    def make(self, queue: str, options: dict[str, Any]) -> Worker:
+        return Worker(
+            queue,
+            batch_size=options["batch_size"],
+            wait=options["wait"],
+            burst=options["burst"],
+            max_messages=options["max_messages"],
+            # --verbosity 2 and up: a line per task run on stdout.
+            on_run=self._print_run if options["verbosity"] >= 2 else None,
+        )
+
+    def prepare(self, loop: Worker, options: dict[str, Any]) -> None:
+        _ensure_migrated(loop)
         if options["metrics_port"] is not None:
-            _serve_metrics(worker, options["metrics_port"])
-        with console_log(self.stderr, verbosity), worker.signal_handlers():
-            try:
-                stats = worker.run()
-            except NotMigratedError as error:
-                raise CommandError(str(error)) from error
-        if verbosity >= 1:
+            _serve_metrics(loop, options["metrics_port"])
+
+    def run_loop(self, loop: Worker, options: dict[str, Any]) -> None:
+        try:
+            stats = loop.run()
+        except NotMigratedError as error:
+            raise CommandError(str(error)) from error
+        if options["verbosity"] >= 1:
             self.stdout.write(str(stats))
         if options["burst"]:
-            self.stdout.write(burst_report(worker))
+            self.stdout.write(burst_report(loop))
 
     def _print_run(self, run: TaskRun) -> None:
         self.stdout.write(str(run))
-
-
-@contextmanager
-def console_log(stderr: OutputWrapper, verbosity: int) -> Iterator[None]:
-    """Shows the app's log records at ``verbosity`` on a command's
-    ``stderr`` while running."""
-    level = LEVELS.get(verbosity, logging.DEBUG)
-    handler = logging.StreamHandler(_Unstyled(stderr))
-    handler.setLevel(level)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    logger = logging.getLogger("astral_taskclaim")
-    previous = logger.level
-    if logger.getEffectiveLevel() > level:
-        logger.setLevel(level)
-    logger.addHandler(handler)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(previous)
 
 
 def _ensure_migrated(worker: Worker) -> None:
@@ -152,10 +116,9 @@ def burst_report(worker: Worker) -> str:
     """What a ``--burst`` run did, and what it leaves behind on its queue."""
     stats = worker.stats
     text = (
-        f"burst done: ran {stats.messages} messages ({stats.ok} ok, {stats.retried} retried, "
-        f"{stats.failed} failed, {stats.malformed} malformed, {stats.unparseable} unparseable); "
-        f"{stats.returned} handed back unrun; {stats.left_leased} left leased (settlement "
-        "not written: delivered again when their leases run out)"
+        f"burst done: ran {stats.messages} messages ({stats.counts()}); {stats.returned} handed "
+        f"back unrun; {stats.left_leased} left leased (settlement not written: delivered again "
+        "when their leases run out)"
     )
     try:
         status = worker.backend.status()
@@ -173,17 +136,3 @@ def burst_report(worker: Worker) -> str:
         if value is not None
     ]
     return f"{text}; queue now: {', '.join(counts)}" if counts else text
-
-
-class _Unstyled:
-    """A stream writing to a command's stderr without its error colour: log
-    lines of every level are not errors."""
-
-    def __init__(self, wrapper: OutputWrapper) -> None:
-        self.wrapper = wrapper
-
-    def write(self, text: str) -> None:
-        self.wrapper.write(text, style_func=str, ending="")
-
-    def flush(self) -> None:
-        self.wrapper.flush()

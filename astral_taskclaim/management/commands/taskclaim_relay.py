@@ -6,24 +6,22 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandParser
 
-from ...conf import app_settings
 from ...relay import FIRST_BACKOFF, MAX_BACKOFF, POLL_INTERVAL, Relay
-from .consume_claimed import console_log
+from ..loop import QueueLoopCommand
 
 
-class Command(BaseCommand):
+class Command(QueueLoopCommand[Relay]):
     help = (
         "Sends the outbox rows of QUEUE (a Cloudflare or SQS queue with OPTIONS outbox=True) "
         "to its service in batches, deleting them once accepted; backs off through outages "
         "and rate limits. Several relays may run at once. The first SIGTERM/SIGINT finishes "
         "the batch in hand and exits 0; a second exits at once."
     )
+    queue_help = "A TASKCLAIM_QUEUES alias with an outbox."
 
-    def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("queue", help="A TASKCLAIM_QUEUES alias with an outbox.")
+    def add_loop_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--poll-interval",
             type=_seconds,
@@ -41,30 +39,19 @@ class Command(BaseCommand):
             "--burst", action="store_true", help="Send what the outbox holds, then exit 0."
         )
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        queue = options["queue"]
-        known = list(app_settings.QUEUES)
-        if queue not in known:
-            raise CommandError(
-                f"unknown queue {queue!r}; TASKCLAIM_QUEUES has: {', '.join(known) or 'none'}"
-            )
-        try:
-            relay = Relay(
-                queue,
-                poll_interval=options["poll_interval"],
-                max_backoff=options["max_backoff"],
-                burst=options["burst"],
-            )
-        except (ImproperlyConfigured, ValueError) as error:
-            raise CommandError(str(error)) from error
-        errors = [message.msg for message in relay.backend.check() if message.is_serious()]
-        if errors:
-            raise CommandError("; ".join(errors))
-        with console_log(self.stderr, options["verbosity"]), relay.stopper.signal_handlers():
-            stats = relay.run()
+    def make(self, queue: str, options: dict[str, Any]) -> Relay:
+        return Relay(
+            queue,
+            poll_interval=options["poll_interval"],
+            max_backoff=options["max_backoff"],
+            burst=options["burst"],
+        )
+
+    def run_loop(self, loop: Relay, options: dict[str, Any]) -> None:
+        stats = loop.run()
         if options["verbosity"] >= 1:
             self.stdout.write(
-                f"{queue}: {stats.sent} sent in {stats.batches} batches, "
+                f"{loop.queue}: {stats.sent} sent in {stats.batches} batches, "
                 f"{stats.send_failures} failed sends, {stats.database_errors} database errors"
             )
 

@@ -1,0 +1,114 @@
+"""What the long-running commands (``consume_claimed``, ``taskclaim_relay``)
+share: the queue argument and its checks, the loop's two-stage shutdown and
+its log on the command's stderr."""
+
+from __future__ import annotations
+
+import logging
+from abc import abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Generic, Protocol, TypeVar
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
+
+from ..conf import app_settings
+from ..queues import BaseQueue, unknown_queue
+from ..shutdown import TwoStageStop
+
+#: Console log level by ``--verbosity``: 0 warnings, 1 a line per batch, 2+ debug.
+LEVELS = {0: logging.WARNING, 1: logging.INFO}
+
+
+class Loop(Protocol):
+    """A loop a command runs: a worker or a relay."""
+
+    @property
+    def backend(self) -> BaseQueue: ...
+
+    @property
+    def stopper(self) -> TwoStageStop: ...
+
+
+L = TypeVar("L", bound=Loop)
+
+
+class QueueLoopCommand(BaseCommand, Generic[L]):
+    """A command running one loop on queue ``QUEUE`` until it stops: the
+    first SIGTERM/SIGINT lets it finish the work in hand, a second exits at
+    once. Subclasses make the loop (:meth:`make`) and run it (:meth:`run_loop`)."""
+
+    #: The help of the ``queue`` argument.
+    queue_help = "A TASKCLAIM_QUEUES alias."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("queue", help=self.queue_help)
+        self.add_loop_arguments(parser)
+
+    def add_loop_arguments(self, parser: CommandParser) -> None:
+        """The command's own options."""
+
+    @abstractmethod
+    def make(self, queue: str, options: dict[str, Any]) -> L:
+        """The loop (raising ``LookupError``, ``ImproperlyConfigured``,
+        ``TypeError`` or ``ValueError`` for what the command line got wrong)."""
+
+    def prepare(self, loop: L, options: dict[str, Any]) -> None:
+        """What to do once the queue's checks passed, before the loop runs."""
+
+    @abstractmethod
+    def run_loop(self, loop: L, options: dict[str, Any]) -> None:
+        """Runs the loop (its log is on stderr, its signals handled) and
+        prints what it did."""
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        queue = options["queue"]
+        if queue not in app_settings.QUEUES:
+            raise CommandError(unknown_queue(queue))
+        try:
+            loop = self.make(queue, options)
+        except LookupError as error:
+            raise CommandError(str(error.args[0])) from error
+        except (ImproperlyConfigured, TypeError, ValueError) as error:
+            raise CommandError(str(error)) from error
+        errors = [message.msg for message in loop.backend.check() if message.is_serious()]
+        if errors:
+            raise CommandError("; ".join(errors))
+        self.prepare(loop, options)
+        with console_log(self.stderr, options["verbosity"]), loop.stopper.signal_handlers():
+            self.run_loop(loop, options)
+
+
+@contextmanager
+def console_log(stderr: OutputWrapper, verbosity: int) -> Iterator[None]:
+    """Shows the app's log records at ``verbosity`` on a command's
+    ``stderr`` while running."""
+    level = LEVELS.get(verbosity, logging.DEBUG)
+    handler = logging.StreamHandler(_Unstyled(stderr))
+    handler.setLevel(level)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger = logging.getLogger("astral_taskclaim")
+    previous = logger.level
+    if logger.getEffectiveLevel() > level:
+        logger.setLevel(level)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)
+
+
+class _Unstyled:
+    """A stream writing to a command's stderr without its error colour: log
+    lines of every level are not errors."""
+
+    def __init__(self, wrapper: OutputWrapper) -> None:
+        self.wrapper = wrapper
+
+    def write(self, text: str) -> None:
+        self.wrapper.write(text, style_func=str, ending="")
+
+    def flush(self) -> None:
+        self.wrapper.flush()
