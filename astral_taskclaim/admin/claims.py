@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib import admin, messages
 from django.db import transaction
@@ -27,15 +27,11 @@ from ..models import Claim
 from . import views
 from .queries import (
     EstimatedCountPaginator,
+    ModelAdminOf,
     key_search,
     key_sorts_by_code_point,
 )
 from .times import relative_or_never, seconds_from_now, shown_time, with_safe_times
-
-if TYPE_CHECKING:
-    _ClaimAdminBase = admin.ModelAdmin[Claim]
-else:  # ModelAdmin is generic only in the type stubs
-    _ClaimAdminBase = admin.ModelAdmin
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +56,7 @@ class ClaimStateFilter(admin.SimpleListFilter):
         return queryset
 
 
-class ClaimAdmin(_ClaimAdminBase):
+class ClaimAdmin(ModelAdminOf[Claim]):
     """Browse and search claims; release them or delete the expired ones."""
 
     list_display = ("key", "state", "expires_at_shown", "expires", "token")

@@ -11,7 +11,7 @@ import json
 import logging
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
@@ -33,14 +33,10 @@ from ..models import QueueMessage
 from .queries import (
     EXACT_COUNT_LIMIT,
     EstimatedCountPaginator,
+    ModelAdminOf,
     estimated_count,
 )
 from .times import relative_or_never, seconds_from_now, shown_time, with_safe_times
-
-if TYPE_CHECKING:
-    _MessageAdminBase = admin.ModelAdmin[QueueMessage]
-else:  # ModelAdmin is generic only in the type stubs
-    _MessageAdminBase = admin.ModelAdmin
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +125,7 @@ def _raw_body(obj: QueueMessage) -> SafeString:
     )
 
 
-class QueueMessageAdmin(_MessageAdminBase):
+class QueueMessageAdmin(ModelAdminOf[QueueMessage]):
     """Browse queued messages by queue and state; run delayed ones now or
     delete them."""
 

@@ -7,6 +7,7 @@
 * :func:`estimated_count` counts exactly up to a bound and otherwise takes
   the planner's row estimate, so no page view runs a full ``COUNT(*)``.
 * :func:`relative_time` words a distance in time ("in 4 min", "3 h ago").
+* :class:`ModelAdminOf` is the generic base of the app's model admins.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from django.contrib import admin
 from django.core.paginator import Paginator
 from django.db import connections
 from django.db.models import Q, QuerySet
@@ -24,9 +26,19 @@ from django.utils.translation import gettext
 from ..db.statements import Connector
 
 if TYPE_CHECKING:
+    ModelAdminOf = admin.ModelAdmin
     _PaginatorBase = Paginator[Any]
-else:  # Paginator is generic only in the type stubs
+else:  # ModelAdmin and Paginator are generic only in the type stubs
     _PaginatorBase = Paginator
+
+    class ModelAdminOf:
+        """``ModelAdminOf[SomeModel]``, the base of each of the app's model
+        admins, is Django's ``ModelAdmin[SomeModel]`` to the type checker and
+        plain ``ModelAdmin`` at runtime."""
+
+        def __class_getitem__(cls, model: type) -> type:
+            return admin.ModelAdmin
+
 
 logger = logging.getLogger(__name__)
 
