@@ -19,6 +19,10 @@ from django.db.migrations.state import ProjectState
 from ..conf import app_settings
 from . import cron, roles, sqlfiles
 
+# Short names keep Django's four-argument signatures on one line each.
+_Editor = BaseDatabaseSchemaEditor
+_State = ProjectState
+
 
 class ClaimsDatabaseOperation(migrations.RunSQL):
     """A migration operation that runs :meth:`forwards` (and :meth:`backwards`
@@ -45,21 +49,13 @@ class ClaimsDatabaseOperation(migrations.RunSQL):
         raise NotImplementedError
 
     def database_forwards(
-        self,
-        app_label: str,
-        schema_editor: BaseDatabaseSchemaEditor,
-        from_state: ProjectState,
-        to_state: ProjectState,
+        self, app_label: str, schema_editor: _Editor, from_state: _State, to_state: _State
     ) -> None:
         if schema_editor.connection.alias == app_settings.DATABASE:
             self.forwards(schema_editor)
 
     def database_backwards(
-        self,
-        app_label: str,
-        schema_editor: BaseDatabaseSchemaEditor,
-        from_state: ProjectState,
-        to_state: ProjectState,
+        self, app_label: str, schema_editor: _Editor, from_state: _State, to_state: _State
     ) -> None:
         if schema_editor.connection.alias == app_settings.DATABASE:
             self.backwards(schema_editor)
