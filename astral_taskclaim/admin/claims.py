@@ -26,7 +26,7 @@ from ..conf import app_settings
 from ..models import Claim
 from . import views
 from .queries import (
-    EstimatedCountPaginator,
+    LargeTableAdmin,
     ModelAdminOf,
     key_search,
     key_sorts_by_code_point,
@@ -56,7 +56,7 @@ class ClaimStateFilter(admin.SimpleListFilter):
         return queryset
 
 
-class ClaimAdmin(ModelAdminOf[Claim]):
+class ClaimAdmin(LargeTableAdmin, ModelAdminOf[Claim]):
     """Browse and search claims; release them or delete the expired ones."""
 
     list_display = ("key", "state", "expires_at_shown", "expires", "token")
@@ -67,11 +67,6 @@ class ClaimAdmin(ModelAdminOf[Claim]):
     ordering = ("expires_at",)
     fields = ("key", "state", "expires_at_shown", "expires", "token")
     readonly_fields = fields
-    list_per_page = 100
-    list_max_show_all = 500
-    paginator = EstimatedCountPaginator
-    show_full_result_count = False
-    show_facets = admin.ShowFacets.NEVER
     actions = ("release_claims",)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Claim]:

@@ -32,7 +32,7 @@ from ..db.statements import Connector
 from ..models import QueueMessage
 from .queries import (
     EXACT_COUNT_LIMIT,
-    EstimatedCountPaginator,
+    LargeTableAdmin,
     ModelAdminOf,
     estimated_count,
 )
@@ -125,7 +125,7 @@ def _raw_body(obj: QueueMessage) -> SafeString:
     )
 
 
-class QueueMessageAdmin(ModelAdminOf[QueueMessage]):
+class QueueMessageAdmin(LargeTableAdmin, ModelAdminOf[QueueMessage]):
     """Browse queued messages by queue and state; run delayed ones now or
     delete them."""
 
@@ -157,11 +157,6 @@ class QueueMessageAdmin(ModelAdminOf[QueueMessage]):
         "raw_body",
     )
     readonly_fields = fields
-    list_per_page = 100
-    list_max_show_all = 500
-    paginator = EstimatedCountPaginator
-    show_full_result_count = False
-    show_facets = admin.ShowFacets.NEVER
     actions = ("run_now", "delete_messages")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[QueueMessage]:

@@ -7,7 +7,8 @@
 * :func:`estimated_count` counts exactly up to a bound and otherwise takes
   the planner's row estimate, so no page view runs a full ``COUNT(*)``.
 * :func:`relative_time` words a distance in time ("in 4 min", "3 h ago").
-* :class:`ModelAdminOf` is the generic base of the app's model admins.
+* :class:`ModelAdminOf` is the generic base of the app's model admins,
+  :class:`LargeTableAdmin` the settings of those over large tables.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.contrib import admin
 from django.core.paginator import Paginator
@@ -191,3 +192,15 @@ class EstimatedCountPaginator(_PaginatorBase):
     def is_estimate(self) -> bool:
         """Whether :attr:`count` is the planner's estimate."""
         return not self._counted().exact
+
+
+class LargeTableAdmin:
+    """Mixed into a model admin of a table of millions of rows: estimated
+    counts, no full count and no facets (each would count the table), 100
+    rows a page and "show all" up to 500."""
+
+    list_per_page = 100
+    list_max_show_all = 500
+    paginator: ClassVar[type] = EstimatedCountPaginator
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
