@@ -164,17 +164,9 @@ class Command(BaseCommand):
                 if not line.strip():
                     continue
                 try:
-                    fields = _read_json(line)
+                    fields = _line_fields(line)
                 except ValueError as error:
                     raise CommandError(f"{where}{error}") from None
-                if not isinstance(fields, dict):
-                    raise CommandError(f"{where}expected a JSON object with key and task")
-                unknown = sorted(set(fields) - _LINE_FIELDS)
-                if unknown:
-                    raise CommandError(f"{where}unknown field(s) {', '.join(unknown)}")
-                missing = sorted({"key", "task"} - set(fields))
-                if missing:
-                    raise CommandError(f"{where}missing {' and '.join(missing)}")
                 items.append(self._item(fields, queue, default_window, where))
         return items
 
@@ -260,6 +252,21 @@ def _finite_float(text: str) -> float:
     if math.isinf(number):
         raise ValueError(f"{text} is out of range for a JSON number")
     return number
+
+
+def _line_fields(line: str) -> dict[str, Any]:
+    """The fields of one ``--file`` line, else ``ValueError`` saying what is
+    wrong with it."""
+    fields = _read_json(line)
+    if not isinstance(fields, dict):
+        raise ValueError("expected a JSON object with key and task")
+    unknown = sorted(set(fields) - _LINE_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown field(s) {', '.join(unknown)}")
+    missing = sorted({"key", "task"} - set(fields))
+    if missing:
+        raise ValueError(f"missing {' and '.join(missing)}")
+    return fields
 
 
 def _read_json(text: str) -> Any:
