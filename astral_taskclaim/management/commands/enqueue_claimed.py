@@ -19,7 +19,6 @@ from typing import IO, Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connections
 
 from ...bulk import enqueue_claimed_many
 from ...claims import enqueue_claimed
@@ -29,6 +28,7 @@ from ...logtext import printable
 from ...queues import BaseQueue, create_queue, unknown_queue
 from ...tasks import registry
 from ...validation import check_encodes, validate_key, validate_seconds
+from ..base import add_database_argument, database_argument
 
 #: Exit status when KEY is already claimed (nothing was sent).
 ALREADY_CLAIMED = 3
@@ -74,16 +74,12 @@ class Command(BaseCommand):
             help="Claim window in seconds (default: the queue's task's window_seconds).",
         )
         parser.add_argument("--file", help="JSON lines to enqueue ('-' reads stdin).")
-        parser.add_argument(
-            "--database", default=None, help="Database alias (default: TASKCLAIM_DATABASE)."
-        )
+        add_database_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.exit_status = 0
         queue = self._queue(options["queue"])
-        using = options["database"]
-        if using is not None and using not in connections.settings:
-            raise CommandError(f"--database: unknown database alias {using!r}")
+        using = database_argument(options)
         default_window = self._default_window(options["queue"], options["window"])
         if options["file"] is not None:
             if options["key"] is not None or options["task"] is not None:
