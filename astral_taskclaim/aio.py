@@ -103,12 +103,7 @@ async def aclaim_task(key: str, *, window_seconds: float, using: str | None = No
 
 
 async def ahold_task(
-    key: str,
-    token: str,
-    *,
-    delay_seconds: float,
-    window_seconds: float,
-    using: str | None = None,
+    key: str, token: str, *, delay_seconds: float, window_seconds: float, using: str | None = None
 ) -> None:
     """Async :func:`~astral_taskclaim.claims.hold_task`: keeps ``key``
     claimed by ``token`` for ``delay_seconds`` plus ``window_seconds``."""
@@ -126,12 +121,7 @@ async def arelease_task(key: str, token: str, *, using: str | None = None) -> No
 
 
 async def aenqueue_claimed(
-    queue: Sender,
-    key: str,
-    task: Any,
-    *,
-    window_seconds: float,
-    using: str | None = None,
+    queue: Sender, key: str, task: Any, *, window_seconds: float, using: str | None = None
 ) -> str | None:
     """Async :func:`~astral_taskclaim.claims.enqueue_claimed`: sends
     ``task`` to ``queue`` under a fresh claim of ``key``; the claim token,

@@ -98,12 +98,7 @@ def claim_params(key: str, window_seconds: float) -> dict[str, Any]:
 
 
 def hold_task(
-    key: str,
-    token: str,
-    *,
-    delay_seconds: float,
-    window_seconds: float,
-    using: str | None = None,
+    key: str, token: str, *, delay_seconds: float, window_seconds: float, using: str | None = None
 ) -> None:
     """Keeps ``key`` claimed by ``token`` through a retry due in
     ``delay_seconds``, then ``window_seconds`` more.
@@ -196,12 +191,7 @@ def plan(
 
 
 def enqueue_claimed(
-    queue: Sender,
-    key: str,
-    task: Any,
-    *,
-    window_seconds: float,
-    using: str | None = None,
+    queue: Sender, key: str, task: Any, *, window_seconds: float, using: str | None = None
 ) -> str | None:
     """Sends ``task`` to ``queue`` under a fresh claim of ``key``.
 

@@ -156,8 +156,8 @@ class QueueMessageAdmin(LargeTableAdmin, ModelAdminOf[QueueMessage]):
         "task",
         "raw_body",
     )
-    readonly_fields = fields
     actions = ("run_now", "delete_messages")
+    readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[QueueMessage]:
         # Any time a row may hold, 'infinity' included, renders (and states
