@@ -43,11 +43,20 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db import connections, transaction
 
-from .claims import Sender, in_transaction, plan, resolve_alias
+from .claims import (
+    Sender,
+    claim_params,
+    hold_params,
+    in_transaction,
+    log_release_failure,
+    plan,
+    release_params,
+    resolve_alias,
+)
 from .db.aio_pool import aclose_pools, pool
-from .envelope import PLACEHOLDER_TOKEN, encode_json, message_body, validate_token
+from .envelope import PLACEHOLDER_TOKEN, encode_json, message_body
 from .queues.base import BaseQueue
-from .validation import validate_key, validate_seconds, validate_window
+from .validation import validate_key, validate_window
 
 __all__ = [
     "aclaim_task",
@@ -86,50 +95,33 @@ def async_write_alias(using: object, function: str) -> str:
 async def aclaim_task(key: str, *, window_seconds: float, using: str | None = None) -> str | None:
     """Async :func:`~astral_taskclaim.claims.claim_task`: a fresh token, or
     ``None`` while an unexpired claim holds ``key``."""
-    validate_key(key)
-    validate_window(window_seconds)
+    params = claim_params(key, window_seconds)
     alias = _claims_alias(using, "aclaim_task")
-    params = {"key": key, "seconds": float(window_seconds)}
     rows = await (await pool(alias)).run("taskclaim/claim.sql", params)
     token: str | None = rows[0][0] if rows else None
     return token
 
 
 async def ahold_task(
-    key: str,
-    token: str,
-    *,
-    delay_seconds: float,
-    window_seconds: float,
-    using: str | None = None,
+    key: str, token: str, *, delay_seconds: float, window_seconds: float, using: str | None = None
 ) -> None:
     """Async :func:`~astral_taskclaim.claims.hold_task`: keeps ``key``
     claimed by ``token`` for ``delay_seconds`` plus ``window_seconds``."""
-    validate_key(key)
-    token = validate_token(token)
-    validate_seconds(delay_seconds, name="delay_seconds")
-    validate_seconds(window_seconds, name="window_seconds")
+    params = hold_params(key, token, delay_seconds, window_seconds)
     alias = _claims_alias(using, "ahold_task")
-    params = {"key": key, "token": token, "seconds": float(delay_seconds + window_seconds)}
     await (await pool(alias)).run("taskclaim/hold.sql", params)
 
 
 async def arelease_task(key: str, token: str, *, using: str | None = None) -> None:
     """Async :func:`~astral_taskclaim.claims.release_task`: frees ``key`` if
     ``token`` still holds it."""
-    validate_key(key)
-    token = validate_token(token)
+    params = release_params(key, token)
     alias = _claims_alias(using, "arelease_task")
-    await (await pool(alias)).run("taskclaim/release.sql", {"key": key, "token": token})
+    await (await pool(alias)).run("taskclaim/release.sql", params)
 
 
 async def aenqueue_claimed(
-    queue: Sender,
-    key: str,
-    task: Any,
-    *,
-    window_seconds: float,
-    using: str | None = None,
+    queue: Sender, key: str, task: Any, *, window_seconds: float, using: str | None = None
 ) -> str | None:
     """Async :func:`~astral_taskclaim.claims.enqueue_claimed`: sends
     ``task`` to ``queue`` under a fresh claim of ``key``; the claim token,
@@ -181,15 +173,12 @@ async def _claim_then_send(
         try:
             await arelease_task(key, claimed, using=alias)
         except Exception:
-            logger.error(
+            log_release_failure(
+                logger,
+                queue,
                 "task %s: send failed, then releasing its claim failed; key claimed for the window",
                 key,
-                exc_info=True,
-                extra={
-                    "event": "queue.claim_release_failed",
-                    "queue": getattr(queue, "name", None),
-                    "key": key,
-                },
+                key=key,
             )
         raise
     return claimed

@@ -25,7 +25,13 @@ from typing import Any
 
 from django.db import DatabaseError, connections, transaction
 
-from .claims import discard_broken_connection, plan, resolve_alias, run_in_savepoint
+from .claims import (
+    discard_broken_connection,
+    log_release_failure,
+    plan,
+    resolve_alias,
+    run_in_savepoint,
+)
 from .db import statements
 from .envelope import PLACEHOLDER_TOKEN, encode_json, message_body
 from .queues.base import BaseQueue, PartlySentError
@@ -257,15 +263,12 @@ def _release_unsent(alias: str, unsent: Sequence[tuple[str, dict[str, Any]]], qu
     try:
         statements.run(alias, "taskclaim/release_many.sql", {"keys": keys, "tokens": tokens})
     except Exception:
-        logger.error(
+        log_release_failure(
+            logger,
+            queue,
             "%d tasks: send failed, then releasing their claims failed; "
             "keys claimed for the window",
             len(keys),
-            exc_info=True,
-            extra={
-                "event": "queue.claim_release_failed",
-                "queue": getattr(queue, "name", None),
-                "keys": keys[:20],
-            },
+            keys=keys[:20],
         )
         discard_broken_connection(connections[alias])

@@ -83,23 +83,22 @@ def claim_task(key: str, *, window_seconds: float, using: str | None = None) -> 
     Returns a fresh token (a UUID string), or ``None`` while an unexpired
     claim holds the key. An expired claim is replaced.
     """
-    validate_key(key)
-    validate_window(window_seconds)
-    alias = resolve_alias(using)
-    # A float always, so one prepared statement serves int and float windows.
-    params = {"key": key, "seconds": float(window_seconds)}
-    rows = statements.run(alias, "taskclaim/claim.sql", params)
+    params = claim_params(key, window_seconds)
+    rows = statements.run(resolve_alias(using), "taskclaim/claim.sql", params)
     token: str | None = rows[0][0] if rows else None
     return token
 
 
+def claim_params(key: str, window_seconds: float) -> dict[str, Any]:
+    """The parameters of ``taskclaim/claim.sql`` (sync and async), checked."""
+    validate_key(key)
+    validate_window(window_seconds)
+    # A float always, so one prepared statement serves int and float windows.
+    return {"key": key, "seconds": float(window_seconds)}
+
+
 def hold_task(
-    key: str,
-    token: str,
-    *,
-    delay_seconds: float,
-    window_seconds: float,
-    using: str | None = None,
+    key: str, token: str, *, delay_seconds: float, window_seconds: float, using: str | None = None
 ) -> None:
     """Keeps ``key`` claimed by ``token`` through a retry due in
     ``delay_seconds``, then ``window_seconds`` more.
@@ -107,21 +106,30 @@ def hold_task(
     A freed (deleted) key is claimed again with the same token; a key now
     held by another token, a later claim, is left alone.
     """
-    validate_key(key)
-    token = validate_token(token)
+    params = hold_params(key, token, delay_seconds, window_seconds)
+    statements.run(resolve_alias(using), "taskclaim/hold.sql", params)
+
+
+def hold_params(
+    key: str, token: str, delay_seconds: float, window_seconds: float
+) -> dict[str, Any]:
+    """The parameters of ``taskclaim/hold.sql`` (sync and async), checked."""
+    params = release_params(key, token)
     validate_seconds(delay_seconds, name="delay_seconds")
     validate_seconds(window_seconds, name="window_seconds")
-    alias = resolve_alias(using)
-    held = float(delay_seconds + window_seconds)
-    statements.run(alias, "taskclaim/hold.sql", {"key": key, "token": token, "seconds": held})
+    return {**params, "seconds": float(delay_seconds + window_seconds)}
 
 
 def release_task(key: str, token: str, *, using: str | None = None) -> None:
     """Frees ``key`` if ``token`` still holds it; a later claim stays."""
+    params = release_params(key, token)
+    statements.run(resolve_alias(using), "taskclaim/release.sql", params)
+
+
+def release_params(key: str, token: str) -> dict[str, Any]:
+    """The parameters of ``taskclaim/release.sql`` (sync and async), checked."""
     validate_key(key)
-    token = validate_token(token)
-    alias = resolve_alias(using)
-    statements.run(alias, "taskclaim/release.sql", {"key": key, "token": token})
+    return {"key": key, "token": validate_token(token)}
 
 
 @dataclass(frozen=True)
@@ -183,12 +191,7 @@ def plan(
 
 
 def enqueue_claimed(
-    queue: Sender,
-    key: str,
-    task: Any,
-    *,
-    window_seconds: float,
-    using: str | None = None,
+    queue: Sender, key: str, task: Any, *, window_seconds: float, using: str | None = None
 ) -> str | None:
     """Sends ``task`` to ``queue`` under a fresh claim of ``key``.
 
@@ -252,15 +255,12 @@ def enqueue_claimed(
         try:
             release_task(key, token, using=alias)
         except Exception:
-            logger.error(
+            log_release_failure(
+                logger,
+                queue,
                 "task %s: send failed, then releasing its claim failed; key claimed for the window",
                 printable(key),
-                exc_info=True,
-                extra={
-                    "event": "queue.claim_release_failed",
-                    "queue": getattr(queue, "name", None),
-                    "key": key,
-                },
+                key=key,
             )
             discard_broken_connection(connections[alias])
         raise
@@ -278,6 +278,17 @@ def run_in_savepoint(alias: str, path: str, params: dict[str, Any]) -> list[tupl
     except Exception:
         discard_broken_connection(connection)
         raise
+
+
+def log_release_failure(
+    log: logging.Logger, queue: Any, message: str, *args: object, **fields: object
+) -> None:
+    """Logs ``message`` % ``args`` on ``log`` as event
+    ``queue.claim_release_failed`` with ``fields``: a send failed and freeing
+    the claims it left unsent failed too. Called in the ``except`` block, so
+    the record carries the release's traceback."""
+    extra = {"event": "queue.claim_release_failed", "queue": getattr(queue, "name", None)}
+    log.error(message, *args, exc_info=True, extra={**extra, **fields})
 
 
 def discard_broken_connection(connection: BaseDatabaseWrapper) -> None:

@@ -4,16 +4,6 @@ Every setting has a typed default here and nowhere else. Nothing is read at
 import time: each attribute looks the setting up when it is used, so
 ``override_settings`` works and importing the app never touches settings.
 
-Setting                    Type                        Default
-=========================  ==========================  ===================
-``TASKCLAIM_DATABASE``     ``str`` (database alias)    ``"default"``
-``TASKCLAIM_ADMIN_ROLE``   ``str | None``              ``None``
-``TASKCLAIM_SERVICE_ROLE`` ``str | None``              ``None``
-``TASKCLAIM_QUEUES``       ``dict[str, dict]``         one PostgreSQL queue
-``TASKCLAIM_DELAY_SCALE``  ``float`` in (0, 1]         ``1.0``
-``TASKCLAIM_ASYNC_POOL``   ``int`` from 1              ``10``
-=========================  ==========================  ===================
-=======
 ====================================  =========================  ====================
 Setting                               Type                       Default
 ====================================  =========================  ====================

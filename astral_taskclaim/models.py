@@ -14,6 +14,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from .db.operations import sql_table_meta
 from .fields import LoadableDateTimeField
 from .queues.postgres.models import QueueMessage, QueueMessageQuerySet
 from .tasks_backend.models import StoredTaskResult
@@ -43,12 +44,9 @@ class Claim(models.Model):
 
     objects = ClaimQuerySet.as_manager()
 
-    class Meta:
-        managed = False
-        db_table = '"taskclaim"."claim"'
-        verbose_name = _("claim")
-        verbose_name_plural = _("claims")
-        ordering = ("expires_at",)
+    Meta = sql_table_meta(
+        "claim", verbose_name=_("claim"), verbose_name_plural=_("claims"), ordering=("expires_at",)
+    )
 
     def __str__(self) -> str:
         return self.key

@@ -50,18 +50,19 @@ class Tick:
 class Chart:
     """Everything the template draws, plus the rows of its table twin."""
 
-    width: int
-    height: int
-    plot_left: float
-    plot_right: float
-    plot_top: float
-    plot_bottom: float
     bars: list[Bar]
     x_ticks: list[Tick]
     y_ticks: list[Tick]
     series: list[tuple[str, str]]
     rows: list[tuple[str, list[int]]]
     total: int
+    # Every chart has the same box: the template sizes the SVG from these.
+    width: int = WIDTH
+    height: int = HEIGHT
+    plot_left: float = float(_LEFT)
+    plot_right: float = float(WIDTH - _RIGHT)
+    plot_top: float = float(_TOP)
+    plot_bottom: float = float(HEIGHT - _BOTTOM)
 
 
 def nice_ceiling(value: int) -> int:
@@ -132,9 +133,11 @@ def timeline_chart(
     slot = (plot_right - plot_left) / buckets
     bar_width = slot * 0.8 / len(series)
 
+    spans = [
+        (index, bucket_label(index, bucket_minutes=bucket_minutes)) for index in range(buckets)
+    ]
     bars: list[Bar] = []
-    for index in range(buckets):
-        span = bucket_label(index, bucket_minutes=bucket_minutes)
+    for index, span in spans:
         for offset, (key, (label, counts)) in enumerate(series.items()):
             count = counts[index]
             height = (plot_bottom - plot_top) * count / top
@@ -157,26 +160,28 @@ def timeline_chart(
         hours = index * bucket_minutes / 60
         label = gettext("now") if index == 0 else f"+{hours:g} h"
         x_ticks.append(Tick(x=round(plot_left + slot * index, 2), y=plot_bottom + 18, label=label))
-    y_ticks = _y_ticks(top)
-    rows = [
-        (
-            bucket_label(index, bucket_minutes=bucket_minutes),
-            [counts[index] for _label, counts in series.values()],
-        )
-        for index in range(buckets)
-    ]
+    return _chart(series, top=top, bars=bars, x_ticks=x_ticks, spans=spans)
+
+
+def _chart(
+    series: Mapping[str, tuple[str, Sequence[int]]],
+    *,
+    top: int,
+    bars: list[Bar],
+    x_ticks: list[Tick],
+    spans: Sequence[tuple[int, str]],
+) -> Chart:
+    """The chart of ``series`` with ``bars`` and ``x_ticks`` laid out, the y
+    axis up to ``top``, and its table's rows: one per bucket of ``spans``
+    (bucket index, its label), in that order."""
     return Chart(
-        width=WIDTH,
-        height=HEIGHT,
-        plot_left=plot_left,
-        plot_right=plot_right,
-        plot_top=plot_top,
-        plot_bottom=plot_bottom,
         bars=bars,
         x_ticks=x_ticks,
-        y_ticks=y_ticks,
+        y_ticks=_y_ticks(top),
         series=[(key, label) for key, (label, _counts) in series.items()],
-        rows=rows,
+        rows=[
+            (span, [counts[index] for _label, counts in series.values()]) for index, span in spans
+        ],
         total=sum(sum(counts) for _label, counts in series.values()),
     )
 
@@ -218,9 +223,9 @@ def history_chart(
     plot_top, plot_bottom = float(_TOP), float(HEIGHT - _BOTTOM)
     slot = (plot_right - plot_left) / buckets
 
+    spans = [(ago, past_bucket_label(ago, bucket_minutes=bucket_minutes)) for ago in range(buckets)]
     bars: list[Bar] = []
-    for ago in range(buckets):
-        span = past_bucket_label(ago, bucket_minutes=bucket_minutes)
+    for ago, span in spans:
         base = plot_bottom
         for key, (label, counts) in series.items():
             count = counts[ago]
@@ -250,24 +255,4 @@ def history_chart(
         )
         for minutes in range(span_minutes - span_minutes % step, -1, -step)
     ]
-    rows = [
-        (
-            past_bucket_label(ago, bucket_minutes=bucket_minutes),
-            [counts[ago] for _label, counts in series.values()],
-        )
-        for ago in reversed(range(buckets))
-    ]
-    return Chart(
-        width=WIDTH,
-        height=HEIGHT,
-        plot_left=plot_left,
-        plot_right=plot_right,
-        plot_top=plot_top,
-        plot_bottom=plot_bottom,
-        bars=bars,
-        x_ticks=x_ticks,
-        y_ticks=_y_ticks(top),
-        series=[(key, label) for key, (label, _counts) in series.items()],
-        rows=rows,
-        total=sum(totals),
-    )
+    return _chart(series, top=top, bars=bars, x_ticks=x_ticks, spans=spans[::-1])

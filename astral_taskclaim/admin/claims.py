@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib import admin, messages
 from django.db import transaction
@@ -26,16 +26,12 @@ from ..conf import app_settings
 from ..models import Claim
 from . import views
 from .queries import (
-    EstimatedCountPaginator,
+    LargeTableAdmin,
+    ModelAdminOf,
     key_search,
     key_sorts_by_code_point,
 )
 from .times import relative_or_never, seconds_from_now, shown_time, with_safe_times
-
-if TYPE_CHECKING:
-    _ClaimAdminBase = admin.ModelAdmin[Claim]
-else:  # ModelAdmin is generic only in the type stubs
-    _ClaimAdminBase = admin.ModelAdmin
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +56,7 @@ class ClaimStateFilter(admin.SimpleListFilter):
         return queryset
 
 
-class ClaimAdmin(_ClaimAdminBase):
+class ClaimAdmin(LargeTableAdmin, ModelAdminOf[Claim]):
     """Browse and search claims; release them or delete the expired ones."""
 
     list_display = ("key", "state", "expires_at_shown", "expires", "token")
@@ -71,11 +67,6 @@ class ClaimAdmin(_ClaimAdminBase):
     ordering = ("expires_at",)
     fields = ("key", "state", "expires_at_shown", "expires", "token")
     readonly_fields = fields
-    list_per_page = 100
-    list_max_show_all = 500
-    paginator = EstimatedCountPaginator
-    show_full_result_count = False
-    show_facets = admin.ShowFacets.NEVER
     actions = ("release_claims",)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Claim]:

@@ -11,7 +11,7 @@ import json
 import logging
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
@@ -32,15 +32,11 @@ from ..db.statements import Connector
 from ..models import QueueMessage
 from .queries import (
     EXACT_COUNT_LIMIT,
-    EstimatedCountPaginator,
+    LargeTableAdmin,
+    ModelAdminOf,
     estimated_count,
 )
 from .times import relative_or_never, seconds_from_now, shown_time, with_safe_times
-
-if TYPE_CHECKING:
-    _MessageAdminBase = admin.ModelAdmin[QueueMessage]
-else:  # ModelAdmin is generic only in the type stubs
-    _MessageAdminBase = admin.ModelAdmin
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +125,7 @@ def _raw_body(obj: QueueMessage) -> SafeString:
     )
 
 
-class QueueMessageAdmin(_MessageAdminBase):
+class QueueMessageAdmin(LargeTableAdmin, ModelAdminOf[QueueMessage]):
     """Browse queued messages by queue and state; run delayed ones now or
     delete them."""
 
@@ -160,13 +156,8 @@ class QueueMessageAdmin(_MessageAdminBase):
         "task",
         "raw_body",
     )
-    readonly_fields = fields
-    list_per_page = 100
-    list_max_show_all = 500
-    paginator = EstimatedCountPaginator
-    show_full_result_count = False
-    show_facets = admin.ShowFacets.NEVER
     actions = ("run_now", "delete_messages")
+    readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[QueueMessage]:
         # Any time a row may hold, 'infinity' included, renders (and states

@@ -7,6 +7,8 @@
 * :func:`estimated_count` counts exactly up to a bound and otherwise takes
   the planner's row estimate, so no page view runs a full ``COUNT(*)``.
 * :func:`relative_time` words a distance in time ("in 4 min", "3 h ago").
+* :class:`ModelAdminOf` is the generic base of the app's model admins,
+  :class:`LargeTableAdmin` the settings of those over large tables.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from django.contrib import admin
 from django.core.paginator import Paginator
 from django.db import connections
 from django.db.models import Q, QuerySet
@@ -24,9 +27,19 @@ from django.utils.translation import gettext
 from ..db.statements import Connector
 
 if TYPE_CHECKING:
+    ModelAdminOf = admin.ModelAdmin
     _PaginatorBase = Paginator[Any]
-else:  # Paginator is generic only in the type stubs
+else:  # ModelAdmin and Paginator are generic only in the type stubs
     _PaginatorBase = Paginator
+
+    class ModelAdminOf:
+        """``ModelAdminOf[SomeModel]``, the base of each of the app's model
+        admins, is Django's ``ModelAdmin[SomeModel]`` to the type checker and
+        plain ``ModelAdmin`` at runtime."""
+
+        def __class_getitem__(cls, model: type) -> type:
+            return admin.ModelAdmin
+
 
 logger = logging.getLogger(__name__)
 
@@ -179,3 +192,15 @@ class EstimatedCountPaginator(_PaginatorBase):
     def is_estimate(self) -> bool:
         """Whether :attr:`count` is the planner's estimate."""
         return not self._counted().exact
+
+
+class LargeTableAdmin:
+    """Mixed into a model admin of a table of millions of rows: estimated
+    counts, no full count and no facets (each would count the table), 100
+    rows a page and "show all" up to 500."""
+
+    list_per_page = 100
+    list_max_show_all = 500
+    paginator: ClassVar[type] = EstimatedCountPaginator
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER

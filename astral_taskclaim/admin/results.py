@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import Q, QuerySet
@@ -26,16 +26,12 @@ from django.utils.translation import ngettext
 from ..conf import app_settings
 from ..envelope import encode_json
 from ..tasks_backend.models import RunCancelled, StoredTaskResult
-
-if TYPE_CHECKING:
-    _ResultAdminBase = admin.ModelAdmin[StoredTaskResult]
-else:  # ModelAdmin is generic only in the type stubs
-    _ResultAdminBase = admin.ModelAdmin
+from .queries import ModelAdminOf
 
 CANCELLED = f"{RunCancelled.__module__}.{RunCancelled.__qualname__}"
 
 
-class TaskResultAdmin(_ResultAdminBase):
+class TaskResultAdmin(ModelAdminOf[StoredTaskResult]):
     """Read-only run history with retry and cancel actions."""
 
     list_display = ("id", "task_path", "status", "attempts", "queue", "enqueued_at", "finished_at")

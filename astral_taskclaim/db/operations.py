@@ -4,7 +4,9 @@
 comes from the packaged SQL files (:mod:`.sqlfiles`) when the migration runs (not when it is
 imported), so the ``TASKCLAIM_*_ROLE`` settings and the server version are
 taken into account. :class:`ScheduleCleanupJob` schedules pg_cron's
-``taskclaim-ttl`` job where pg_cron allows it.
+``taskclaim-ttl`` job where pg_cron allows it. Both act on the claims
+database only, as every :class:`ClaimsDatabaseOperation` does. The models
+over the tables this SQL creates take their ``Meta`` from :func:`sql_table_meta`.
 """
 
 from __future__ import annotations
@@ -18,8 +20,68 @@ from django.db.migrations.state import ProjectState
 from ..conf import app_settings
 from . import cron, roles, sqlfiles
 
+# Short names keep Django's four-argument signatures on one line each.
+_Editor = BaseDatabaseSchemaEditor
+_State = ProjectState
 
-class RunPackageSQL(migrations.RunSQL):
+
+def sql_table_meta(
+    table: str, *, verbose_name: Any, verbose_name_plural: Any, ordering: tuple[str, ...]
+) -> type:
+    """The ``Meta`` of a model over ``taskclaim.<table>``, which the app's SQL
+    migrations create and own: unmanaged, so Django's migrations never alter
+    it, with the names the admin shows and the default ``ordering``."""
+    return type(
+        "Meta",
+        (),
+        {
+            "managed": False,
+            "db_table": f'"taskclaim"."{table}"',
+            "verbose_name": verbose_name,
+            "verbose_name_plural": verbose_name_plural,
+            "ordering": ordering,
+        },
+    )
+
+
+class ClaimsDatabaseOperation(migrations.RunSQL):
+    """A migration operation that runs :meth:`forwards` (and :meth:`backwards`
+    backwards) on the claims database (``TASKCLAIM_DATABASE``) only, whatever
+    the router says about other apps; other databases are left alone.
+
+    Without arguments it has no SQL of its own (a subclass acts in Python).
+    """
+
+    def __init__(
+        self, sql: str = migrations.RunSQL.noop, reverse_sql: str = migrations.RunSQL.noop
+    ) -> None:
+        super().__init__(sql=sql, reverse_sql=reverse_sql)
+
+    def deconstruct(self) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
+        return (self.__class__.__qualname__, (), {})
+
+    def forwards(self, schema_editor: BaseDatabaseSchemaEditor) -> None:
+        """Applies the operation on the claims database."""
+        raise NotImplementedError
+
+    def backwards(self, schema_editor: BaseDatabaseSchemaEditor) -> None:
+        """Undoes the operation on the claims database."""
+        raise NotImplementedError
+
+    def database_forwards(
+        self, app_label: str, schema_editor: _Editor, from_state: _State, to_state: _State
+    ) -> None:
+        if schema_editor.connection.alias == app_settings.DATABASE:
+            self.forwards(schema_editor)
+
+    def database_backwards(
+        self, app_label: str, schema_editor: _Editor, from_state: _State, to_state: _State
+    ) -> None:
+        if schema_editor.connection.alias == app_settings.DATABASE:
+            self.backwards(schema_editor)
+
+
+class RunPackageSQL(ClaimsDatabaseOperation):
     """Runs ``forward`` (and ``reverse`` backwards) from the packaged SQL.
 
     With ``TASKCLAIM_ADMIN_ROLE`` set, the SQL runs as that role, so it owns
@@ -56,15 +118,7 @@ class RunPackageSQL(migrations.RunSQL):
     def describe(self) -> str:
         return f"Run astral_taskclaim/{sqlfiles.package_path(self.forward)}"
 
-    def database_forwards(
-        self,
-        app_label: str,
-        schema_editor: BaseDatabaseSchemaEditor,
-        from_state: ProjectState,
-        to_state: ProjectState,
-    ) -> None:
-        if not self._allowed(app_label, schema_editor):
-            return
+    def forwards(self, schema_editor: BaseDatabaseSchemaEditor) -> None:
         connection = schema_editor.connection
         path = self.forward
         if self.legacy_forward and connection.pg_version < self.legacy_below:  # type: ignore[attr-defined]
@@ -77,25 +131,12 @@ class RunPackageSQL(migrations.RunSQL):
                     grants = sqlfiles.with_roles(self.grants, service_role=service)
                     schema_editor.execute(grants.as_string(cursor.connection), params=None)
 
-    def database_backwards(
-        self,
-        app_label: str,
-        schema_editor: BaseDatabaseSchemaEditor,
-        from_state: ProjectState,
-        to_state: ProjectState,
-    ) -> None:
-        if not self._allowed(app_label, schema_editor):
-            return
+    def backwards(self, schema_editor: BaseDatabaseSchemaEditor) -> None:
         with roles.acting_as_admin(schema_editor):
             schema_editor.execute(sqlfiles.read(self.reverse), params=None)
 
-    def _allowed(self, app_label: str, schema_editor: BaseDatabaseSchemaEditor) -> bool:
-        # Only the claims database gets the schema, whatever the router says
-        # about other apps; other databases are left alone.
-        return schema_editor.connection.alias == app_settings.DATABASE
 
-
-class ScheduleCleanupJob(migrations.RunSQL):
+class ScheduleCleanupJob(ClaimsDatabaseOperation):
     """Schedules pg_cron job ``taskclaim-ttl``: ``taskclaim.delete_expired()``
     at minute 15 of every hour with a 30 s statement timeout.
 
@@ -104,33 +145,11 @@ class ScheduleCleanupJob(migrations.RunSQL):
     ``taskclaim_delete_expired`` command then does the job.
     """
 
-    def __init__(self) -> None:
-        super().__init__(sql=migrations.RunSQL.noop, reverse_sql=migrations.RunSQL.noop)
-
-    def deconstruct(self) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
-        return (self.__class__.__qualname__, (), {})
-
     def describe(self) -> str:
         return "Schedule pg_cron job taskclaim-ttl"
 
-    def database_forwards(
-        self,
-        app_label: str,
-        schema_editor: BaseDatabaseSchemaEditor,
-        from_state: ProjectState,
-        to_state: ProjectState,
-    ) -> None:
-        if schema_editor.connection.alias != app_settings.DATABASE:
-            return
+    def forwards(self, schema_editor: BaseDatabaseSchemaEditor) -> None:
         cron.schedule(schema_editor)
 
-    def database_backwards(
-        self,
-        app_label: str,
-        schema_editor: BaseDatabaseSchemaEditor,
-        from_state: ProjectState,
-        to_state: ProjectState,
-    ) -> None:
-        if schema_editor.connection.alias != app_settings.DATABASE:
-            return
+    def backwards(self, schema_editor: BaseDatabaseSchemaEditor) -> None:
         cron.unschedule(schema_editor)

@@ -9,10 +9,23 @@ wherever it lives.
 Files are package data, read with :mod:`importlib.resources` so they work
 from a wheel or a zip. Role names are only ever inserted as quoted
 identifiers (``psycopg.sql.Identifier``); values go in as query parameters.
+
+A statement that is another file's statement with a few words changed says
+so rather than restating it: a line ``-- include: family/file.sql`` stands
+for that file's statement (its leading comment lines left out, each line
+indented as the marker), and each pair of lines after it::
+
+    --   replacing: gen_random_uuid()
+    --   with: %(token)s::uuid
+
+changes the one place the first text occurs in it to the second. Includes
+nest. :func:`read` does this once per file, at its first use, so a
+prepared statement's text is built once and is the same on every call.
 """
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from importlib.resources import files
 from importlib.resources.abc import Traversable
@@ -40,13 +53,70 @@ def package_path(path: str) -> str:
     return f"{HOMES[family]}/{path}"
 
 
-@cache
-def read(path: str) -> str:
-    """Text of the SQL file named ``path`` (``family/file.sql``)."""
+_INCLUDE = re.compile(r"(?P<indent>[ \t]*)-- include: (?P<path>\S+)[ \t]*")
+_REPLACING = re.compile(r"[ \t]*--   replacing: (?P<text>.*\S)[ \t]*")
+_WITH = re.compile(r"[ \t]*--   with: (?P<text>.*\S)[ \t]*")
+
+
+def source(path: str) -> str:
+    """The SQL file named ``path`` (``family/file.sql``) as written, its
+    includes not yet expanded."""
     resource = files("astral_taskclaim").joinpath(*package_path(path).split("/"))
     if not resource.is_file():
         raise FileNotFoundError(f"astral_taskclaim/{package_path(path)} is not a shipped SQL file")
     return resource.read_text(encoding="utf-8")
+
+
+@cache
+def read(path: str) -> str:
+    """Text of the SQL file named ``path`` (``family/file.sql``), its
+    includes expanded: what is sent to the server."""
+    return expand(source(path), where=path)
+
+
+def expand(text: str, *, where: str) -> str:
+    """``text`` with each ``-- include:`` marker replaced by the statement
+    it names, changed as the ``replacing:``/``with:`` lines after it say.
+    ``where`` names ``text`` in errors."""
+    lines = text.split("\n")
+    out: list[str] = []
+    at = 0
+    while at < len(lines):
+        include = _INCLUDE.fullmatch(lines[at])
+        at += 1
+        if include is None:
+            out.append(lines[at - 1])
+            continue
+        statement = _statement(read(include["path"]))
+        while at + 1 < len(lines):
+            old, new = _REPLACING.fullmatch(lines[at]), _WITH.fullmatch(lines[at + 1])
+            if old is None or new is None:
+                break
+            statement = _replace(
+                statement, old["text"], new["text"], f"{where} including {include['path']}"
+            )
+            at += 2
+        out.extend(include["indent"] + line if line else line for line in statement.split("\n"))
+    return "\n".join(out)
+
+
+def _statement(text: str) -> str:
+    """``text`` without its leading comment and blank lines or trailing space."""
+    lines = text.rstrip().split("\n")
+    while lines and (not lines[0].strip() or lines[0].lstrip().startswith("--")):
+        lines.pop(0)
+    return "\n".join(lines)
+
+
+def _replace(statement: str, old: str, new: str, where: str) -> str:
+    # Exactly once: a text found twice, or no more, would change the
+    # statement in a way its reader cannot see from the include.
+    found = statement.count(old)
+    if found != 1:
+        raise ValueError(
+            f"{where}: {old!r} occurs {found} times in the included statement, not once"
+        )
+    return statement.replace(old, new)
 
 
 def all_paths() -> list[str]:

@@ -40,7 +40,6 @@ from . import native, results
 from .compat import (
     BaseTaskBackend,
     InvalidTask,
-    TaskResult,
     TaskResultDoesNotExist,
     TaskResultStatus,
     normalize_json,
@@ -254,19 +253,14 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
         raise request.changing_hands(key)
 
     def _new_result(self, request: RunRequest, enqueued_at: datetime | None) -> Any:
-        return TaskResult(
-            task=request.task,
-            id=request.token,
-            status=TaskResultStatus.READY,
-            enqueued_at=enqueued_at,
-            started_at=None,
-            finished_at=None,
-            last_attempted_at=None,
-            args=request.args,
-            kwargs=request.kwargs,
+        payload = (request.args, request.kwargs)
+        return results.run_result(
+            request.task,
+            request.token,
+            TaskResultStatus.READY,
+            payload,
             backend=self.alias,
-            errors=[],
-            worker_ids=[],
+            enqueued_at=enqueued_at,
         )
 
     def _holder_result(self, database: str, holder: str, request: RunRequest) -> Any:

@@ -8,6 +8,8 @@ from typing import Any
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from ..db.operations import sql_table_meta
+
 #: Django's ``TaskResultStatus`` values, without importing the framework
 #: (this model loads on a Django 5.2 project without ``django-tasks``).
 STATUS_CHOICES = [
@@ -43,12 +45,12 @@ class StoredTaskResult(models.Model):
     last_attempted_at = models.DateTimeField(_("last attempted at"), null=True, blank=True)
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
 
-    class Meta:
-        managed = False
-        db_table = '"taskclaim"."task_result"'
-        verbose_name = _("task result")
-        verbose_name_plural = _("task results")
-        ordering = ("-enqueued_at",)
+    Meta = sql_table_meta(
+        "task_result",
+        verbose_name=_("task result"),
+        verbose_name_plural=_("task results"),
+        ordering=("-enqueued_at",),
+    )
 
     def __str__(self) -> str:
         return f"{self.task_path} {self.pk}"

@@ -13,6 +13,7 @@ import os
 import socket
 import traceback
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from functools import cache
@@ -181,6 +182,38 @@ def to_task_result(row: StoredTaskResult) -> Any:
     if row.status == TaskResultStatus.SUCCESSFUL:
         set_return_value(result, row.return_value)
     return result
+
+
+def run_result(
+    task: Any,
+    result_id: str,
+    status: Any,
+    payload: tuple[list[Any], dict[str, Any]],
+    *,
+    backend: str,
+    enqueued_at: datetime | None,
+    started_at: datetime | None = None,
+    last_attempted_at: datetime | None = None,
+    finished_at: datetime | None = None,
+    worker_ids: Sequence[str] = (),
+) -> Any:
+    """Django's ``TaskResult`` of a run of ``task`` with ``payload`` (args,
+    kwargs) on ``backend`` that this process enqueued or ran, so knows
+    without reading its row: no errors listed, no time it has not reached."""
+    return TaskResult(
+        task=task,
+        id=result_id,
+        status=status,
+        args=payload[0],
+        kwargs=payload[1],
+        enqueued_at=enqueued_at,
+        started_at=started_at,
+        finished_at=finished_at,
+        last_attempted_at=last_attempted_at,
+        backend=backend,
+        errors=[],
+        worker_ids=list(worker_ids),
+    )
 
 
 def error_time(error: dict[str, Any]) -> datetime | None:

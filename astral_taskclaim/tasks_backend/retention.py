@@ -16,14 +16,13 @@ import logging
 from typing import Any
 
 import psycopg
-from django.db import migrations
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
-from django.db.migrations.state import ProjectState
 
 from ..conf import app_settings
 from ..db import sqlfiles
 from ..db.connections import separate_connection
+from ..db.operations import ClaimsDatabaseOperation
 
 logger = logging.getLogger(__name__)
 
@@ -120,35 +119,15 @@ def _skipped(reason: str) -> str:
     return text
 
 
-class ScheduleResultsCleanup(migrations.RunSQL):
+class ScheduleResultsCleanup(ClaimsDatabaseOperation):
     """Migration operation: :func:`schedule_job` forwards, :func:`unschedule_job`
     backwards, on the claims database only; never fails the migration."""
-
-    def __init__(self) -> None:
-        super().__init__(sql=migrations.RunSQL.noop, reverse_sql=migrations.RunSQL.noop)
-
-    def deconstruct(self) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
-        return (self.__class__.__qualname__, (), {})
 
     def describe(self) -> str:
         return f"Schedule pg_cron job {JOB_NAME}"
 
-    def database_forwards(
-        self,
-        app_label: str,
-        schema_editor: BaseDatabaseSchemaEditor,
-        from_state: ProjectState,
-        to_state: ProjectState,
-    ) -> None:
-        if schema_editor.connection.alias == app_settings.DATABASE:
-            schedule_job(schema_editor.connection)
+    def forwards(self, schema_editor: BaseDatabaseSchemaEditor) -> None:
+        schedule_job(schema_editor.connection)
 
-    def database_backwards(
-        self,
-        app_label: str,
-        schema_editor: BaseDatabaseSchemaEditor,
-        from_state: ProjectState,
-        to_state: ProjectState,
-    ) -> None:
-        if schema_editor.connection.alias == app_settings.DATABASE:
-            unschedule_job(schema_editor.connection)
+    def backwards(self, schema_editor: BaseDatabaseSchemaEditor) -> None:
+        unschedule_job(schema_editor.connection)

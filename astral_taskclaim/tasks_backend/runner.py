@@ -36,7 +36,6 @@ from ..tasks import ClaimedTask, requested_retry_after_ms
 from . import results
 from .compat import (
     TaskContext,
-    TaskResult,
     TaskResultStatus,
     normalize_json,
     set_return_value,
@@ -195,19 +194,18 @@ class _Attempt:
     def _task_result(self, status: Any, *, finished_at: datetime | None = None) -> Any:
         assert self.started is not None
         _status, enqueued_at, started_at, last_attempted_at, worker_ids = self.started
-        return TaskResult(
-            task=self.task,
-            id=self.result_id,
-            status=status,
+        payload = (list(self.payload["args"]), dict(self.payload["kwargs"]))
+        return results.run_result(
+            self.task,
+            self.result_id,
+            status,
+            payload,
+            backend=self.task.backend,
             enqueued_at=enqueued_at,
             started_at=started_at,
-            finished_at=finished_at,
             last_attempted_at=last_attempted_at,
-            args=list(self.payload["args"]),
-            kwargs=dict(self.payload["kwargs"]),
-            backend=self.task.backend,
-            errors=[],
-            worker_ids=list(worker_ids),
+            finished_at=finished_at,
+            worker_ids=worker_ids,
         )
 
 

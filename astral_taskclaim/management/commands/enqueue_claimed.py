@@ -19,7 +19,6 @@ from typing import IO, Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connections
 
 from ...bulk import enqueue_claimed_many
 from ...claims import enqueue_claimed
@@ -29,6 +28,7 @@ from ...logtext import printable
 from ...queues import BaseQueue, create_queue, unknown_queue
 from ...tasks import registry
 from ...validation import check_encodes, validate_key, validate_seconds
+from ..base import add_database_argument, database_argument
 
 #: Exit status when KEY is already claimed (nothing was sent).
 ALREADY_CLAIMED = 3
@@ -74,16 +74,12 @@ class Command(BaseCommand):
             help="Claim window in seconds (default: the queue's task's window_seconds).",
         )
         parser.add_argument("--file", help="JSON lines to enqueue ('-' reads stdin).")
-        parser.add_argument(
-            "--database", default=None, help="Database alias (default: TASKCLAIM_DATABASE)."
-        )
+        add_database_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.exit_status = 0
         queue = self._queue(options["queue"])
-        using = options["database"]
-        if using is not None and using not in connections.settings:
-            raise CommandError(f"--database: unknown database alias {using!r}")
+        using = database_argument(options)
         default_window = self._default_window(options["queue"], options["window"])
         if options["file"] is not None:
             if options["key"] is not None or options["task"] is not None:
@@ -164,17 +160,9 @@ class Command(BaseCommand):
                 if not line.strip():
                     continue
                 try:
-                    fields = _read_json(line)
+                    fields = _line_fields(line)
                 except ValueError as error:
                     raise CommandError(f"{where}{error}") from None
-                if not isinstance(fields, dict):
-                    raise CommandError(f"{where}expected a JSON object with key and task")
-                unknown = sorted(set(fields) - _LINE_FIELDS)
-                if unknown:
-                    raise CommandError(f"{where}unknown field(s) {', '.join(unknown)}")
-                missing = sorted({"key", "task"} - set(fields))
-                if missing:
-                    raise CommandError(f"{where}missing {' and '.join(missing)}")
                 items.append(self._item(fields, queue, default_window, where))
         return items
 
@@ -260,6 +248,21 @@ def _finite_float(text: str) -> float:
     if math.isinf(number):
         raise ValueError(f"{text} is out of range for a JSON number")
     return number
+
+
+def _line_fields(line: str) -> dict[str, Any]:
+    """The fields of one ``--file`` line, else ``ValueError`` saying what is
+    wrong with it."""
+    fields = _read_json(line)
+    if not isinstance(fields, dict):
+        raise ValueError("expected a JSON object with key and task")
+    unknown = sorted(set(fields) - _LINE_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown field(s) {', '.join(unknown)}")
+    missing = sorted({"key", "task"} - set(fields))
+    if missing:
+        raise ValueError(f"missing {' and '.join(missing)}")
+    return fields
 
 
 def _read_json(text: str) -> Any:

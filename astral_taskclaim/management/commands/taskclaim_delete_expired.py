@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import connections
 
 from ...conf import app_settings
 from ...db import cron
 from ...maintenance import delete_expired
-from ...migrated import NotMigratedError
+from ..base import AppCommand, add_database_argument, database_argument
 
 
-class Command(BaseCommand):
+class Command(AppCommand):
     help = (
         "Deletes expired claims in batches, each its own short transaction, so claims are "
         "never blocked for long. Schedule it hourly where pg_cron does not run."
@@ -27,9 +27,7 @@ class Command(BaseCommand):
             default=1000,
             help="Claims deleted per transaction (default 1000).",
         )
-        parser.add_argument(
-            "--database", default=None, help="Database alias (default: TASKCLAIM_DATABASE)."
-        )
+        add_database_argument(parser)
         parser.add_argument(
             "--schedule",
             action="store_true",
@@ -37,18 +35,15 @@ class Command(BaseCommand):
             "migration does; check astral_taskclaim.W032 asks for it), and say whether it runs.",
         )
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        if options["database"] is not None and options["database"] not in connections.settings:
-            raise CommandError(f"--database: unknown database alias {options['database']!r}")
+    def run(self, options: dict[str, Any]) -> None:
+        database = database_argument(options)
         if options["schedule"]:
-            self._schedule(options["database"] or app_settings.DATABASE)
+            self._schedule(database or app_settings.DATABASE)
             return
         try:
-            deleted = delete_expired(batch_size=options["batch_size"], using=options["database"])
+            deleted = delete_expired(batch_size=options["batch_size"], using=database)
         except (TypeError, ValueError) as error:
             raise CommandError(f"--batch-size: {error}") from error
-        except NotMigratedError as error:
-            raise CommandError(str(error)) from error
         self.stdout.write(f"Deleted {deleted} expired claim{'' if deleted == 1 else 's'}.")
 
     def _schedule(self, alias: str) -> None:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import connections
 
 from ...conf import app_settings
 from ...tasks_backend.retention import delete_old_results, schedule_job
+from ..base import AppCommand
 
 
-class Command(BaseCommand):
+class Command(AppCommand):
     help = (
         "Deletes Django Task results finished longer ago than "
         "TASKCLAIM_TASK_RESULTS_RETENTION (or --older-than); with --schedule, "
@@ -32,12 +32,9 @@ class Command(BaseCommand):
             help="Schedule pg_cron's cleanup job with the current retention.",
         )
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            connection = connections[app_settings.DATABASE]
-            retention = app_settings.TASK_RESULTS_RETENTION
-        except ImproperlyConfigured as error:
-            raise CommandError(str(error)) from error
+    def run(self, options: dict[str, Any]) -> None:
+        connection = connections[app_settings.DATABASE]
+        retention = app_settings.TASK_RESULTS_RETENTION
         if options["schedule"]:
             self.stdout.write(schedule_job(connection))
             return

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connections
+from django.core.management.base import CommandParser
 
 from ...conf import app_settings
 from ...maintenance import scrub
+from ..base import AppCommand, add_database_argument, database_argument
 
 
-class Command(BaseCommand):
+class Command(AppCommand):
     help = (
         "Empties taskclaim.claim, for a copy (snapshot) of a database whose queued "
         "messages stayed in the environment it came from. Asks first unless --no-input."
@@ -25,14 +25,10 @@ class Command(BaseCommand):
             dest="interactive",
             help="Do not ask for confirmation.",
         )
-        parser.add_argument(
-            "--database", default=None, help="Database alias (default: TASKCLAIM_DATABASE)."
-        )
+        add_database_argument(parser)
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        if options["database"] is not None and options["database"] not in connections.settings:
-            raise CommandError(f"--database: unknown database alias {options['database']!r}")
-        alias = options["database"] or app_settings.DATABASE
+    def run(self, options: dict[str, Any]) -> None:
+        alias = database_argument(options) or app_settings.DATABASE
         if options["interactive"]:
             answer = input(
                 f"This deletes every claim in taskclaim.claim of database {alias!r}; keys "

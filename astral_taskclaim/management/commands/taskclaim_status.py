@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandParser
 
-from ...migrated import NotMigratedError
 from ...status import collect
+from ..base import AppCommand
 
 COLUMNS = ("ready", "delayed", "leased", "oldest_age_seconds")
 
@@ -20,7 +19,7 @@ def _cell(value: Any) -> str:
     return f"{value:.1f}" if isinstance(value, float) else str(value)
 
 
-class Command(BaseCommand):
+class Command(AppCommand):
     help = (
         "Shows per queue the messages ready, delayed and leased and the oldest one's age, "
         "the claims active and expired, and rows waiting in outboxes. '?' marks what a "
@@ -30,11 +29,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", help="One JSON object, for scripts.")
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            found = collect()
-        except (NotMigratedError, ImproperlyConfigured) as error:
-            raise CommandError(str(error)) from error
+    def run(self, options: dict[str, Any]) -> None:
+        found = collect()
         if options["json"]:
             self.stdout.write(json.dumps(found, indent=2, sort_keys=True))
             return

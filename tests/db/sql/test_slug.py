@@ -187,5 +187,5 @@ def test_the_fallback_file_is_current(server_version: int) -> None:
     )
     assert (
         render(conninfo).split("\n", 2)[2]
-        == sqlfiles.read("slug/schema_fallback.sql").split("\n", 2)[2]
+        == sqlfiles.source("slug/schema_fallback.sql").split("\n", 2)[2]
     )

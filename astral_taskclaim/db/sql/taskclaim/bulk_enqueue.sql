@@ -23,7 +23,7 @@ WITH item AS (
   RETURNING c.key
 ), sent AS (
   INSERT INTO taskclaim.message (queue, body)
-  SELECT %(queue)s, item.body
+  SELECT %(queue)s::text, item.body
   FROM item JOIN claimed ON claimed.key = item.key
   ORDER BY item.position
 )

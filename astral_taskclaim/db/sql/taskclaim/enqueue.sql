@@ -4,20 +4,9 @@
 -- message commit together, in one round trip. Returns the token, or no row
 -- while an unexpired claim holds the key (and then nothing is queued).
 WITH claimed AS (
-  INSERT INTO taskclaim.claim AS c (key, expires_at, token)
-  SELECT
-    %(key)s::text,
-    statement_timestamp() + make_interval(secs => %(seconds)s::double precision),
-    %(token)s::uuid
-  WHERE NOT EXISTS (
-    SELECT FROM taskclaim.claim AS held
-    WHERE held.key = %(key)s::text AND held.expires_at >= statement_timestamp()
-  )
-  ON CONFLICT (key) DO UPDATE SET
-    expires_at = EXCLUDED.expires_at,
-    token = EXCLUDED.token
-  WHERE c.expires_at < statement_timestamp()
-  RETURNING c.token::text
+  -- include: taskclaim/claim.sql
+  --   replacing: gen_random_uuid()
+  --   with: %(token)s::uuid
 ), sent AS (
   INSERT INTO taskclaim.message (queue, body)
   SELECT %(queue)s::text, %(body)s::text
