@@ -82,9 +82,16 @@ def check_configured(queue: object) -> None:
     else:
         check = getattr(queue, "check", None)
         errors = [m for m in check() if m.is_serious()] if callable(check) else []
-    if errors:
-        problems = "; ".join(str(message.msg) for message in errors)
-        name = getattr(queue, "name", None) or type(queue).__name__
+    raise_misconfigured(getattr(queue, "name", None) or type(queue).__name__, errors)
+
+
+def raise_misconfigured(name: str, errors: Iterable[Any]) -> None:
+    """``ImproperlyConfigured`` naming queue ``name`` and listing the
+    system-check ``errors`` found in its configuration, if any: the one way
+    a queue's check errors become an exception."""
+    found = list(errors)
+    if found:
+        problems = "; ".join(str(message.msg) for message in found)
         raise ImproperlyConfigured(f"queue {name!r} is misconfigured: {problems}")
 
 

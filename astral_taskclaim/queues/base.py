@@ -18,6 +18,9 @@ from django.core import checks
 
 from ..envelope import body_writer, encode_json, message_body
 from ..logtext import printable
+from ..validation import raise_misconfigured
+from .options import Option, Problem, Secret, parse_options
+from .options import delay_seconds as check_delay_seconds
 
 logger = logging.getLogger(__name__)
 
@@ -74,14 +77,8 @@ class ReceivedMessage:
 
     def retry(self, *, delay_seconds: float = 0) -> None:
         """Deliver the message again after ``delay_seconds``."""
-        if isinstance(delay_seconds, bool) or not isinstance(delay_seconds, int | float):
-            raise TypeError(f"delay_seconds must be a number, got {delay_seconds!r}")
-        if not 0 <= delay_seconds <= MAX_DELAY_SECONDS:
-            raise ValueError(
-                f"delay_seconds must be in [0, {MAX_DELAY_SECONDS}], got {delay_seconds}"
-            )
+        self.delay_seconds = check_delay_seconds(delay_seconds, MAX_DELAY_SECONDS)
         self.settlement = "retry"
-        self.delay_seconds = delay_seconds
 
 
 @dataclass(frozen=True)
@@ -152,6 +149,14 @@ class BaseQueue(ABC):
         lease, so a worker keeps the messages of a long batch (or one long
         task) to itself however long they run. Without it, the lease a
         receive grants must outlast the whole batch.
+
+    Options: :attr:`option_spec` declares ``OPTIONS``, name to
+    :class:`~.options.Option` (parser with its bounds, default, whether
+    secret, check id), checked once on creation by
+    :func:`~.options.parse_options` and :meth:`check_options`: the clean
+    values land in :attr:`config`, the problems in :meth:`check`, and
+    :meth:`ensure_configured` raises ``ImproperlyConfigured`` naming the
+    queue and each bad option.
     """
 
     max_batch_size: ClassVar[int] = 100
@@ -160,9 +165,53 @@ class BaseQueue(ABC):
     transactional: bool = False
     supports_lease_extension: ClassVar[bool] = False
 
+    #: The backend's options, name to :class:`~.options.Option`; ``None``
+    #: (the default) leaves ``OPTIONS`` unchecked, to the backend.
+    option_spec: ClassVar[Mapping[str, Option] | None] = None
+
     def __init__(self, alias: str, *, options: Mapping[str, Any] | None = None) -> None:
         self.alias = alias
         self.options: dict[str, Any] = dict(options or {})
+        for name, option in (self.option_spec or {}).items():
+            if option.secret and isinstance(self.options.get(name), str):
+                # Keep the raw credential out of ``self.options``, where it could be dumped.
+                self.options[name] = Secret(self.options[name])
+        #: The clean options: every option of :attr:`option_spec`, defaults filled in.
+        self.config: dict[str, Any] = {}
+        problems: list[Problem] = []
+        if self.option_spec is not None:
+            self.config, problems = parse_options(alias, self.options, self.option_spec)
+            problems += self.check_options(self.config)
+        self._option_messages = [problem.message(self.owner) for problem in problems]
+
+    @property
+    def owner(self) -> str:
+        """How messages name this queue's options."""
+        return f"TASKCLAIM_QUEUES[{self.alias!r}]['OPTIONS']"
+
+    def check_options(self, config: dict[str, Any]) -> list[Problem]:
+        """Problems across options (or with the rest of the settings) of
+        the clean ``config``; called once, on creation. None by default."""
+        return []
+
+    def ensure_configured(self) -> dict[str, Any]:
+        """:attr:`config`, or ``ImproperlyConfigured`` naming the queue and
+        every option error: what a use of a misconfigured queue raises."""
+        raise_misconfigured(self.alias, [m for m in self._option_messages if m.is_serious()])
+        return self.config
+
+    def check_batch(self, bodies: Any) -> None:
+        """``TypeError`` unless ``bodies`` (of :meth:`send_many`) is a
+        sequence, ``ValueError`` if it holds over :attr:`max_batch_size`."""
+        if isinstance(bodies, str | bytes) or not hasattr(bodies, "__len__"):
+            raise TypeError(
+                f"queue {self.alias!r}: send_many needs a sequence of bodies, got {bodies!r:.80}"
+            )
+        if len(bodies) > self.max_batch_size:
+            raise ValueError(
+                f"queue {self.alias!r}: {len(bodies)} bodies, over the batch limit of "
+                f"{self.max_batch_size}"
+            )
 
     def __repr__(self) -> str:
         # Never show options: they may hold credentials.
@@ -263,8 +312,9 @@ class BaseQueue(ABC):
         raise NotImplementedError(f"queue {self.alias!r} cannot extend leases")
 
     def check(self) -> list[checks.CheckMessage]:
-        """System-check messages about this queue's configuration."""
-        return []
+        """System-check messages about this queue's configuration: those of
+        its options (see :attr:`option_spec`)."""
+        return list(self._option_messages)
 
     def status(self) -> QueueStatus:
         """Message counts as far as the engine exposes them (``manage.py

@@ -35,22 +35,12 @@ from urllib.parse import quote
 import httpx
 
 from ..redaction import redacting_filter
-from . import arguments
 from . import cloudflare_api as api
+from . import options as opts
 from .base import MessageBatch, PartlySentError, QueueError, ReceivedMessage
 from .cloudflare_api import CloudflareError
-from .remote import (
-    Option,
-    RemoteQueue,
-    Secret,
-    chunks,
-    flag,
-    http_url,
-    integer,
-    number,
-)
-from .remote import secret as secret_option
-from .remote import text as text_option
+from .options import Option, Secret, flag, http_url, integer, number, secret, text
+from .remote import RemoteQueue, chunks
 
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
@@ -66,9 +56,9 @@ MAX_BATCH_BYTES = 256_000
 DECODABLE = ("json", "text", "bytes")
 
 OPTIONS = {
-    "account_id": Option(text_option),
-    "queue_id": Option(text_option),
-    "api_token": Option(secret_option, secret=True),
+    "account_id": Option(text),
+    "queue_id": Option(text),
+    "api_token": Option(secret, secret=True),
     "base_url": Option(http_url, default=DEFAULT_BASE_URL),
     "visibility_timeout_ms": Option(integer(1, 43_200_000), default=30_000),
     "timeout": Option(number(0, 600, low_open=True), default=30.0),
@@ -109,7 +99,7 @@ class CloudflareQueue(RemoteQueue):
     def deliver_one(self, body: Any, *, delay_seconds: float = 0) -> None:
         """Pushes ``body`` (``POST .../messages``), after ``delay_seconds``
         (rounded up to whole seconds, at most 43200)."""
-        delay = arguments.whole_delay_seconds(delay_seconds, self.max_delay_seconds)
+        delay = opts.whole_delay_seconds(delay_seconds, self.max_delay_seconds)
         self._post("", _message(self.encode(body), delay))
 
     def deliver(self, encoded: Sequence[bytes]) -> None:
@@ -139,9 +129,9 @@ class CloudflareQueue(RemoteQueue):
     def receive(self, *, max_messages: int, wait_seconds: float = 0) -> MessageBatch:
         """Pulls up to ``max_messages`` (1-100); pulls again every
         ``poll_interval`` until one arrives or ``wait_seconds`` pass."""
-        count = arguments.max_messages(max_messages, self.max_batch_size)
-        deadline = time.monotonic() + arguments.wait_seconds(wait_seconds)
-        config = self._config()
+        count = opts.max_messages(max_messages, self.max_batch_size)
+        deadline = time.monotonic() + opts.wait_seconds(wait_seconds)
+        config = self.ensure_configured()
         request = {"batch_size": count, "visibility_timeout_ms": config["visibility_timeout_ms"]}
         while True:
             result = self._post("/pull", json.dumps(request).encode())
@@ -170,7 +160,7 @@ class CloudflareQueue(RemoteQueue):
             if message.settlement == "ack":
                 acks.append({"lease_id": message.receipt})
             else:
-                delay = arguments.whole_delay_seconds(message.delay_seconds, self.max_delay_seconds)
+                delay = opts.whole_delay_seconds(message.delay_seconds, self.max_delay_seconds)
                 retries.append({"lease_id": message.receipt, "delay_seconds": delay})
         if acks or retries:
             self._post("/ack", json.dumps({"acks": acks, "retries": retries}).encode())
@@ -229,7 +219,7 @@ class CloudflareQueue(RemoteQueue):
     # HTTP
 
     def _post(self, action: str, content: bytes) -> Any:
-        config = self._config()
+        config = self.ensure_configured()
         token: Secret = config["api_token"]
         redact = self.redact
         if self._client is None:

@@ -31,13 +31,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.core import checks
-
-from . import arguments
+from . import options as opts
 from .base import MAX_DELAY_SECONDS, BaseQueue, MessageBatch, QueueStatus, ReceivedMessage
-from .local_options import OptionProblems
 
-OPTIONS = frozenset({"queue_name", "visibility_timeout"})
 DEFAULT_VISIBILITY_TIMEOUT = 60.0
 MAX_QUEUE_NAME_BYTES = 1024
 
@@ -90,51 +86,39 @@ class MemoryQueue(BaseQueue):
     """A process-local queue (see the module docstring)."""
 
     supports_lease_extension = True
+    option_spec = {
+        "queue_name": opts.queue_name_option(MAX_QUEUE_NAME_BYTES),
+        "visibility_timeout": opts.seconds_option(DEFAULT_VISIBILITY_TIMEOUT, MAX_DELAY_SECONDS),
+    }
 
     def __init__(self, alias: str, *, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(alias, options=options)
-        problems = OptionProblems(alias)
-        problems.unknown(self.options, OPTIONS)
-        self.queue_name = problems.queue_name(self.options, max_bytes=MAX_QUEUE_NAME_BYTES)
-        self.visibility_timeout = problems.seconds(
-            self.options,
-            "visibility_timeout",
-            DEFAULT_VISIBILITY_TIMEOUT,
-            maximum=MAX_DELAY_SECONDS,
-        )
-        self._problems = problems
+        self.queue_name: str = self.config["queue_name"]
+        self.visibility_timeout: float = self.config["visibility_timeout"]
 
     @property
     def store(self) -> MemoryStore:
         """This queue's shared store (looked up each time, so :func:`reset`
         takes effect on existing instances)."""
-        self._problems.raise_first()
+        self.ensure_configured()
         return store_for(self.queue_name)
-
-    def check(self) -> list[checks.CheckMessage]:
-        """E013 (a bad value) and E014 (unknown option)."""
-        return list(self._problems.messages)
 
     def send(self, body: Any, *, delay_seconds: float = 0) -> None:
         """Queues ``body``, visible after ``delay_seconds``."""
-        delay = arguments.delay_seconds(delay_seconds, self.max_delay_seconds)
+        delay = opts.delay_seconds(delay_seconds, self.max_delay_seconds)
         self.store.add([self.encode(body).decode("utf-8")], delay)
 
     def send_many(self, bodies: Sequence[Any]) -> None:
         """Queues ``bodies`` in order: all of them or, on a bad one, none."""
-        if len(bodies) > self.max_batch_size:
-            raise ValueError(
-                f"queue {self.alias!r}: {len(bodies)} bodies, over the batch limit of "
-                f"{self.max_batch_size}"
-            )
+        self.check_batch(bodies)
         texts = [self.encode(body).decode("utf-8") for body in bodies]
         self.store.add(texts, 0)
 
     def receive(self, *, max_messages: int, wait_seconds: float = 0) -> MessageBatch:
         """Leases up to ``max_messages`` visible messages, oldest due first;
         waits up to ``wait_seconds`` for the first."""
-        limit = arguments.max_messages(max_messages, self.max_batch_size)
-        wait = arguments.wait_seconds(wait_seconds)
+        limit = opts.max_messages(max_messages, self.max_batch_size)
+        wait = opts.wait_seconds(wait_seconds)
         store = self.store
         deadline = time.monotonic() + wait
         with store.condition:
@@ -207,7 +191,7 @@ class MemoryQueue(BaseQueue):
         """Leases of ``messages`` end ``seconds`` from now (never earlier
         than they did), for those still under the lease each was received
         with; returns them."""
-        seconds = arguments.lease_seconds(seconds, self.max_delay_seconds)
+        seconds = opts.lease_seconds(seconds, self.max_delay_seconds)
         for message in messages:
             _check_receipt(message)
         store = self.store

@@ -39,20 +39,10 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..redaction import redacting_filter
-from . import arguments
+from . import options as opts
 from .base import MessageBatch, PartlySentError, QueueError, QueueStatus, ReceivedMessage
-from .remote import (
-    Option,
-    OptionProblem,
-    RemoteQueue,
-    chunks,
-    flag,
-    http_url,
-    integer,
-    optional,
-    secret,
-    text,
-)
+from .options import Option, Problem, flag, http_url, integer, optional, secret, text
+from .remote import RemoteQueue, chunks
 from .sqs_wire import sqs_text, unwrap
 
 if TYPE_CHECKING:
@@ -113,29 +103,20 @@ class SQSQueue(RemoteQueue):
 
     # Configuration
 
-    def _problems(self) -> tuple[dict[str, Any], list[OptionProblem]]:
-        config, problems = super()._problems()
+    def check_options(self, config: dict[str, Any]) -> list[Problem]:
+        """E013 for half a key pair or a FIFO queue, and the outbox's E015."""
+        problems = super().check_options(config)
         if (config["aws_access_key_id"] is None) != (config["aws_secret_access_key"] is None):
-            problems.append(
-                OptionProblem(
-                    "invalid",
-                    f"{self.owner} needs both aws_access_key_id and aws_secret_access_key, "
-                    "or neither",
-                )
-            )
+            pair = "needs both aws_access_key_id and aws_secret_access_key, or neither"
+            problems.append(Problem("E013", pair))
         if isinstance(config["queue_url"], str) and config["queue_url"].endswith(".fifo"):
-            problems.append(
-                OptionProblem(
-                    "invalid",
-                    f"{self.owner}['queue_url'] is a FIFO queue, which this backend does not "
-                    "support: use a standard queue (the claim already keeps a key from being "
-                    "enqueued twice in its window)",
-                )
-            )
-        return config, problems
+            fifo = "is a FIFO queue, which this backend does not support: use a standard "
+            fifo += "queue (the claim already keeps a key from being enqueued twice in its window)"
+            problems.append(Problem("E013", fifo, "queue_url"))
+        return problems
 
     def _connect(self) -> tuple[SQSClient, dict[str, Any]]:
-        config = self._config()
+        config = self.ensure_configured()
         if self._client is None:
             keys = {name: config[name].reveal() for name in _SECRETS if config[name] is not None}
             # The read timeout must outlast the longest long poll.
@@ -200,7 +181,7 @@ class SQSQueue(RemoteQueue):
         """``SendMessage``; ``delay_seconds`` (rounded up) at most 900. With
         no delay, no ``DelaySeconds`` is sent and the queue's own delay
         applies."""
-        delay = arguments.whole_delay_seconds(delay_seconds, self.max_delay_seconds)
+        delay = opts.whole_delay_seconds(delay_seconds, self.max_delay_seconds)
         if delay > MAX_SEND_DELAY_SECONDS:
             raise ValueError(
                 f"queue {self.alias!r}: SQS delays a new message at most "
@@ -249,8 +230,8 @@ class SQSQueue(RemoteQueue):
     def receive(self, *, max_messages: int, wait_seconds: float = 0) -> MessageBatch:
         """``ReceiveMessage`` with long polling, at most ``wait_time_seconds``
         per call, until a message arrives or ``wait_seconds`` pass."""
-        count = arguments.max_messages(max_messages, self.max_batch_size)
-        deadline = time.monotonic() + arguments.wait_seconds(wait_seconds)
+        count = opts.max_messages(max_messages, self.max_batch_size)
+        deadline = time.monotonic() + opts.wait_seconds(wait_seconds)
         client, config = self._connect()
         request: dict[str, Any] = {
             "QueueUrl": config["queue_url"],
@@ -286,7 +267,7 @@ class SQSQueue(RemoteQueue):
             if message.settlement == "ack":
                 acks.append({"Id": str(index), "ReceiptHandle": receipt.handle})
             elif message.settlement == "retry":
-                delay = arguments.whole_delay_seconds(message.delay_seconds, self.max_delay_seconds)
+                delay = opts.whole_delay_seconds(message.delay_seconds, self.max_delay_seconds)
                 # SQS counts its 12-hour visibility limit from the receive.
                 room = self.max_delay_seconds - math.ceil(now - receipt.received_at)
                 entry = {"Id": str(index), "ReceiptHandle": receipt.handle}
@@ -352,7 +333,7 @@ class SQSQueue(RemoteQueue):
         hidden ``seconds`` (rounded up) from now, within SQS's 12 hours from
         its receive. Returns those SQS changed; one it refuses (its receipt
         handle no longer current) is left to its current consumer."""
-        whole = math.ceil(arguments.lease_seconds(seconds, self.max_delay_seconds))
+        whole = math.ceil(opts.lease_seconds(seconds, self.max_delay_seconds))
         receipts = [message.receipt for message in messages]
         if not all(isinstance(receipt, Receipt) for receipt in receipts):
             raise ValueError("extend_leases: a message was not received from an SQSQueue")

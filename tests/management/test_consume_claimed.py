@@ -94,7 +94,7 @@ def test_a_misconfigured_queue_is_refused_before_running() -> None:
     config = {"jobs": {"BACKEND": backend, "OPTIONS": {"poll_interval": 0}}}
     with (
         override_settings(TASKCLAIM_QUEUES=config),
-        pytest.raises(CommandError, match="poll_interval must be"),
+        pytest.raises(CommandError, match="poll_interval'\\] must be"),
     ):
         consume("jobs", "--burst")
 

@@ -203,7 +203,7 @@ def test_a_misconfigured_queue_fails_before_any_claim() -> None:
     config = {"jobs": {"BACKEND": backend, "OPTIONS": {"visibility_timeout": -1}}}
     with (
         override_settings(TASKCLAIM_QUEUES=config),
-        pytest.raises(CommandError, match="visibility_timeout must be"),
+        pytest.raises(CommandError, match="visibility_timeout'\\] must be"),
     ):
         enqueue("jobs", "k", "--task", "{}", "--window", "60")
     assert claims() == {}

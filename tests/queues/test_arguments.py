@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from astral_taskclaim.queues import arguments
+from astral_taskclaim.queues import options as arguments
 
 
 @pytest.mark.parametrize(("delay", "seconds"), [(0, 0.0), (0.25, 0.25), (43_200, 43_200.0)])

@@ -177,6 +177,8 @@ def test_batch_limits(queue: BaseQueue) -> None:
             queue.receive(max_messages=bad)
     with pytest.raises(ValueError, match="batch limit"):
         queue.send_many([{"n": n} for n in range(limit + 1)])
+    with pytest.raises(TypeError, match="send_many needs a sequence of bodies"):
+        queue.send_many("ab")
     queue.send_many([{"n": n} for n in range(limit)])
     queue.send_many([])
     received = drain(queue, limit)

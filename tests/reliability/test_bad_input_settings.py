@@ -38,7 +38,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
         (
             "TASKCLAIM_QUEUES",
             {"bad": {**QUEUE["bad"], "OPTIONS": {"queue_name": "x\x00"}}},
-            "queue_name must be a non-empty str without NUL",
+            "queue_name'\\] must be a non-empty str without NUL",
         ),
         (
             "TASKCLAIM_QUEUES",
@@ -48,12 +48,12 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
         (
             "TASKCLAIM_QUEUES",
             {"bad": {**QUEUE["bad"], "OPTIONS": {"visibility_timeout": math.nan}}},
-            "visibility_timeout must be a number of seconds",
+            "visibility_timeout'\\] must be a number of seconds",
         ),
         (
             "TASKCLAIM_QUEUES",
             {"bad": {**QUEUE["bad"], "OPTIONS": {"listen": "yes"}}},
-            "listen must be True or False",
+            "listen'\\] must be True or False",
         ),
         (
             "TASKCLAIM_QUEUES",

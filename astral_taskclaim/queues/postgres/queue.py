@@ -54,7 +54,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import psycopg
-from django.core import checks
 from django.db import DatabaseError, DataError, IntegrityError, connections, transaction
 from psycopg import sql
 
@@ -62,7 +61,7 @@ from ...conf import app_settings
 from ...db import statements
 from ...db.connections import separate_connection
 from ...logtext import printable
-from .. import arguments
+from .. import options as opts
 from ..base import (
     MAX_DELAY_SECONDS,
     BaseQueue,
@@ -71,11 +70,9 @@ from ..base import (
     QueueStatus,
     ReceivedMessage,
 )
-from ..local_options import OptionProblems
 
 logger = logging.getLogger(__name__)
 
-OPTIONS = frozenset({"database", "queue_name", "visibility_timeout", "poll_interval", "listen"})
 DEFAULT_VISIBILITY_TIMEOUT = 60.0
 DEFAULT_POLL_INTERVAL = 2.0
 #: The NOTIFY channel is ``taskclaim.<queue_name>``: 10 bytes of prefix and
@@ -87,63 +84,62 @@ CHANNEL_PREFIX = "taskclaim."
 MIN_PAUSE = 0.05
 
 
+def _database(value: Any) -> str:
+    """Option ``database``: an alias of a PostgreSQL entry of ``DATABASES``."""
+    if not isinstance(value, str) or value not in connections.settings:
+        raise ValueError("must name an entry of DATABASES")
+    engine = str(connections.settings[value].get("ENGINE", ""))
+    if not engine.startswith("django.db.backends.postgresql"):
+        raise ValueError(f"is not PostgreSQL ({engine})")
+    return value
+
+
 class PostgresQueue(BaseQueue):
     """A queue in ``taskclaim.message`` (see the module docstring)."""
 
     transactional = True
     supports_lease_extension = True
 
+    option_spec = {
+        "database": opts.Option(
+            _database,
+            default_factory=lambda alias: app_settings.DATABASE,
+            check_id="E011",
+        ),
+        "queue_name": opts.queue_name_option(MAX_QUEUE_NAME_BYTES),
+        "visibility_timeout": opts.seconds_option(DEFAULT_VISIBILITY_TIMEOUT, MAX_DELAY_SECONDS),
+        "poll_interval": opts.seconds_option(DEFAULT_POLL_INTERVAL, 3600),
+        "listen": opts.Option(opts.flag, default=True),
+    }
+
     def __init__(self, alias: str, *, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(alias, options=options)
-        problems = OptionProblems(alias)
-        problems.unknown(self.options, OPTIONS)
-        self.database = self._database_option(problems)
-        self.queue_name = problems.queue_name(self.options, max_bytes=MAX_QUEUE_NAME_BYTES)
-        self.visibility_timeout = problems.seconds(
-            self.options,
-            "visibility_timeout",
-            DEFAULT_VISIBILITY_TIMEOUT,
-            maximum=MAX_DELAY_SECONDS,
-        )
-        self.poll_interval = problems.seconds(
-            self.options, "poll_interval", DEFAULT_POLL_INTERVAL, maximum=3600
-        )
-        self.listen = problems.flag(self.options, "listen", True)
-        self._problems = problems
+        self.database: str = self.config["database"]
+        self.queue_name: str = self.config["queue_name"]
+        self.visibility_timeout: float = self.config["visibility_timeout"]
+        self.poll_interval: float = self.config["poll_interval"]
+        self.listen: bool = self.config["listen"]
         self._listener: psycopg.Connection[Any] | None = None
         # Ids of messages this consumer could not receive; never leased again.
         self._quarantined: set[int] = set()
 
-    def _database_option(self, problems: OptionProblems) -> str:
+    def check_options(self, config: dict[str, Any]) -> list[opts.Problem]:
+        """W018 when ``database`` is not ``TASKCLAIM_DATABASE``."""
         claims_alias = app_settings.DATABASE
-        value = self.options.get("database", claims_alias)
-        if not isinstance(value, str) or value not in connections.settings:
-            problems.error("E011", f"database must name an entry of DATABASES, got {value!r}")
-            return claims_alias
-        engine = str(connections.settings[value].get("ENGINE", ""))
-        if not engine.startswith("django.db.backends.postgresql"):
-            problems.error("E011", f"database {value!r} is not PostgreSQL ({engine})")
-        elif value != claims_alias:
-            problems.warning(
-                "W018",
-                f"database {value!r} is not TASKCLAIM_DATABASE ({claims_alias!r})",
-                hint="The queue's table lives in TASKCLAIM_DATABASE's database: point this "
-                "alias at the same database. Its sends join transactions of this alias only.",
-            )
-        return value
+        if config["database"] == claims_alias:
+            return []
+        hint = "The queue's table lives in TASKCLAIM_DATABASE's database: point this alias at "
+        hint += "the same database. Its sends join transactions of this alias only."
+        problem = f"is not TASKCLAIM_DATABASE ({claims_alias!r})"
+        return [opts.Problem("W018", problem, "database", repr(config["database"]), hint)]
 
     @property
     def channel(self) -> str:
         """The NOTIFY channel consumers of this queue listen on."""
         return CHANNEL_PREFIX + self.queue_name
 
-    def check(self) -> list[checks.CheckMessage]:
-        """E011 (``database``), E013 (a bad value), E014 (unknown option),
-        W018 (``database`` is not ``TASKCLAIM_DATABASE``)."""
-        return list(self._problems.messages)
-
     def _execute(self, path: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        self._problems.raise_first()
+        self.ensure_configured()
         return statements.Connector(self.database).fetch(path, params)
 
     def claim_statement(self, alias: str) -> ClaimStatement | None:
@@ -164,18 +160,14 @@ class PostgresQueue(BaseQueue):
     def send(self, body: Any, *, delay_seconds: float = 0) -> None:
         """Inserts ``body`` (visible after ``delay_seconds``) in the caller's
         transaction, if any."""
-        delay = arguments.delay_seconds(delay_seconds, self.max_delay_seconds)
+        delay = opts.delay_seconds(delay_seconds, self.max_delay_seconds)
         text = self.encode(body).decode("utf-8")
         params = {"queue": self.queue_name, "body": text, "delay": delay}
         self._execute("queue/send.sql", params)
 
     def send_many(self, bodies: Sequence[Any]) -> None:
         """Inserts ``bodies`` in one statement, in order: all or none."""
-        if len(bodies) > self.max_batch_size:
-            raise ValueError(
-                f"queue {self.alias!r}: {len(bodies)} bodies, over the batch limit of "
-                f"{self.max_batch_size}"
-            )
+        self.check_batch(bodies)
         texts = [self.encode(body).decode("utf-8") for body in bodies]
         if texts:
             self._execute("queue/send_many.sql", {"queue": self.queue_name, "bodies": texts})
@@ -183,9 +175,9 @@ class PostgresQueue(BaseQueue):
     def receive(self, *, max_messages: int, wait_seconds: float = 0) -> MessageBatch:
         """Leases up to ``max_messages`` messages; waits up to
         ``wait_seconds`` (NOTIFY or polling) for the first."""
-        limit = arguments.max_messages(max_messages, self.max_batch_size)
-        wait = arguments.wait_seconds(wait_seconds)
-        self._problems.raise_first()
+        limit = opts.max_messages(max_messages, self.max_batch_size)
+        wait = opts.wait_seconds(wait_seconds)
+        self.ensure_configured()
         deadline = time.monotonic() + wait
         # LISTEN before looking, so a message sent in between still wakes us.
         listening = wait > 0 and self.listen and self._ensure_listener()
@@ -298,7 +290,7 @@ class PostgresQueue(BaseQueue):
                 retries.append((id_, lease, float(message.delay_seconds), message.last_error))
         if not acks and not retries:
             return
-        self._problems.raise_first()
+        self.ensure_configured()
         params = {
             "ack_ids": [id_ for id_, _ in acks],
             "ack_leases": [lease for _, lease in acks],
@@ -326,7 +318,7 @@ class PostgresQueue(BaseQueue):
         than they did), for the rows still under the lease each was received
         with: one statement (``queue/extend.sql``). Returns those extended;
         safe from another thread (it uses that thread's connection)."""
-        seconds = arguments.lease_seconds(seconds, self.max_delay_seconds)
+        seconds = opts.lease_seconds(seconds, self.max_delay_seconds)
         receipts = {_receipt(message): message for message in messages}
         if not receipts:
             return []

@@ -1,0 +1,315 @@
+"""The one validation of queue backends' ``OPTIONS`` and methods' arguments.
+
+A backend declares its options as :attr:`~.base.BaseQueue.option_spec`, a
+mapping of name to :class:`Option` (a parser that returns the clean value or
+raises ``ValueError`` saying what is expected, a default, whether the value
+is a credential, the check id of a bad value). :func:`parse_options` checks
+``OPTIONS`` against it once, when the queue is created, and returns the clean
+values and every :class:`Problem`; the queue reports the problems as system
+checks and refuses to be used while one is an error. Each check id has one
+template, :meth:`Problem.message`::
+
+    TASKCLAIM_QUEUES['jobs']['OPTIONS']['timeout'] must be a number in (0, 600], got 0
+
+=====  =========================================================
+E011   ``database`` is not a PostgreSQL entry of ``DATABASES``.
+E012   A required option is missing.
+E013   An option has a wrong type or value (or two disagree).
+E014   An unknown option (a typo, usually).
+E015   ``outbox`` cannot work: not a remote queue, or no PostgreSQL
+       claims database.
+W018   ``database`` is not ``TASKCLAIM_DATABASE``.
+=====  =========================================================
+
+The methods' arguments (``delay_seconds``, ``max_messages``,
+``wait_seconds``, a lease's ``seconds``) are checked before any I/O: a
+``TypeError`` for the wrong type (``bool`` counts as one, though it is an
+``int``), a ``ValueError`` for a value out of range, each naming the
+argument and the range it must be in.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.core import checks
+
+from ..redaction import REDACTED, redact
+
+REQUIRED: Any = object()
+"""Default of an option that must be given."""
+
+#: What a credential may contain: visible ASCII, which any HTTP header carries.
+HEADER_SAFE = re.compile(r"[\x21-\x7e]+")
+
+#: The option ``outbox``, which only the remote queues know.
+OUTBOX_ONLY_REMOTE = "is an option of the remote queues (Cloudflare, SQS) only"
+
+
+class Secret:
+    """A credential whose ``repr``/``str`` never show it; :meth:`reveal` does."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        """The credential itself, for the one call that needs it."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"Secret({REDACTED!r})"
+
+    __str__ = __repr__
+
+    def redact(self, text: str) -> str:
+        """``text`` with every representation of the credential (as is,
+        ``repr``-escaped, JSON-escaped, percent-encoded) replaced."""
+        return redact(text, [self._value])
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: ``parse`` returns the clean value or raises
+    ``ValueError`` saying what is expected (``"must be ..."``); ``default``
+    (:data:`REQUIRED` when it must be given) or ``default_factory`` (called
+    with the queue's alias); ``secret``: a credential, kept as a
+    :class:`Secret` and never echoed; ``check_id`` of a bad value."""
+
+    parse: Callable[[Any], Any]
+    default: Any = REQUIRED
+    secret: bool = False
+    check_id: str = "E013"
+    default_factory: Callable[[str], Any] | None = None
+
+    def default_for(self, alias: str) -> Any:
+        """The default of this option on queue ``alias`` (``None`` if required)."""
+        if self.default_factory is not None:
+            return self.default_factory(alias)
+        return None if self.default is REQUIRED else self.default
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What is wrong with a queue's options: ``check_id`` (``"E013"``),
+    the option ``name`` (``None`` for the options as a whole), what is
+    wrong, the value as it may be shown (never a secret's) and a hint."""
+
+    check_id: str
+    problem: str
+    name: str | None = None
+    shown: str | None = None
+    hint: str | None = None
+
+    def message(self, owner: str) -> checks.CheckMessage:
+        """The system-check message about the options ``owner`` names
+        (``TASKCLAIM_QUEUES['jobs']['OPTIONS']``): an error, a warning for a
+        ``W`` id."""
+        where = owner if self.name is None else f"{owner}[{self.name!r}]"
+        got = "" if self.shown is None else f", got {self.shown}"
+        level = checks.Warning if self.check_id.startswith("W") else checks.Error
+        return level(
+            f"{where} {self.problem}{got}", hint=self.hint, id=f"astral_taskclaim.{self.check_id}"
+        )
+
+
+def parse_options(
+    alias: str, options: Mapping[str, Any], spec: Mapping[str, Option]
+) -> tuple[dict[str, Any], list[Problem]]:
+    """The clean values of ``options`` per ``spec`` (a bad one replaced by
+    its default, ``None`` if required), and every problem: E012 missing,
+    the option's ``check_id`` (E013) invalid, E014 unknown, E015 ``outbox``
+    on a queue without it. Secret values are never shown."""
+    values: dict[str, Any] = {}
+    problems: list[Problem] = []
+    for name, option in spec.items():
+        value = options.get(name)
+        required = option.default is REQUIRED and option.default_factory is None
+        if name not in options or (value is None and required):
+            if required:
+                problems.append(Problem("E012", "is required", name))
+            values[name] = option.default_for(alias)
+            continue
+        try:
+            values[name] = option.parse(value)
+        except ValueError as error:
+            kind = "str" if isinstance(value, Secret) else type(value).__name__
+            shown = f"a {kind}" if option.secret else repr(value)
+            problems.append(Problem(option.check_id, str(error), name, shown))
+            values[name] = option.default_for(alias)
+    for name in options:
+        if name in spec:
+            continue
+        if name == "outbox":
+            hint = "This queue needs no outbox: the PostgreSQL queue writes its messages with "
+            hint += "their claims, and the memory queue keeps them in the process."
+            problems.append(Problem("E015", OUTBOX_ONLY_REMOTE, name, hint=hint))
+        else:
+            known = f"has unknown option {name!r}; known: {', '.join(sorted(spec))}"
+            problems.append(Problem("E014", known))
+    return values, problems
+
+
+# Option parsers
+
+
+def text(value: Any) -> str:
+    """A non-empty string."""
+    if not isinstance(value, str) or not value:
+        raise ValueError("must be a non-empty string")
+    return value
+
+
+def secret(value: Any) -> Secret:
+    """A non-empty string of visible ASCII characters, kept as a
+    :class:`Secret`.
+
+    Credentials travel in HTTP headers, where whitespace, control
+    characters and non-ASCII text cannot go. Such a value (typically a token
+    read from a file with its trailing newline) is refused, never stripped:
+    the error says what is wrong without showing the value."""
+    raw = value.reveal() if isinstance(value, Secret) else value
+    text(raw)
+    if not HEADER_SAFE.fullmatch(raw):
+        raise ValueError(
+            "must be visible ASCII characters only (no spaces, newlines, control or non-ASCII "
+            "characters, which cannot go in an HTTP header; a secret read from a file often "
+            "ends with a newline: strip it)"
+        )
+    return value if isinstance(value, Secret) else Secret(raw)
+
+
+def http_url(value: Any) -> str:
+    """An ``http://`` or ``https://`` URL, without a trailing slash."""
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+        raise ValueError("must be an http:// or https:// URL")
+    return value.rstrip("/")
+
+
+def _is_number(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float)
+
+
+def number(
+    low: float, high: float, *, low_open: bool = False, unit: str = ""
+) -> Callable[[Any], float]:
+    """A finite int or float in ``[low, high]`` (``(low, high]`` if
+    ``low_open``), as a float; ``unit`` (``"seconds"``) names what it counts."""
+    expected = f"must be a number{f' of {unit}' if unit else ''} in "
+    expected += f"{'(' if low_open else '['}{low:g}, {high:g}]"
+
+    def parse(value: Any) -> float:
+        if not _is_number(value) or not math.isfinite(value) or not low <= value <= high:
+            raise ValueError(expected)
+        if low_open and value == low:
+            raise ValueError(expected)
+        return float(value)
+
+    return parse
+
+
+def integer(low: int, high: int) -> Callable[[Any], int]:
+    """An int (not a bool) in ``[low, high]``."""
+
+    def parse(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(f"must be an integer in [{low}, {high}]")
+        return value
+
+    return parse
+
+
+def flag(value: Any) -> bool:
+    """``True`` or ``False``."""
+    if isinstance(value, bool):
+        return value
+    raise ValueError("must be True or False")
+
+
+def optional(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``parse``, letting ``None`` through (an option left to a default chain)."""
+
+    def parse_optional(value: Any) -> Any:
+        return None if value is None else parse(value)
+
+    return parse_optional
+
+
+def queue_name(max_bytes: int) -> Callable[[Any], str]:
+    """A non-empty ``str`` without NUL of at most ``max_bytes`` UTF-8 bytes."""
+
+    def parse(value: Any) -> str:
+        if not isinstance(value, str) or not value or "\x00" in value:
+            raise ValueError("must be a non-empty str without NUL")
+        size = len(value.encode("utf-8", "surrogatepass"))
+        if size > max_bytes:
+            raise ValueError(f"is {size} bytes of UTF-8, over the {max_bytes}-byte limit")
+        return value
+
+    return parse
+
+
+def queue_name_option(max_bytes: int) -> Option:
+    """``queue_name``: a :func:`queue_name` of at most ``max_bytes``,
+    by default the queue's alias."""
+    return Option(queue_name(max_bytes), default_factory=lambda alias: alias)
+
+
+def seconds_option(default: float, maximum: float) -> Option:
+    """An option of seconds in ``(0, maximum]``, ``default`` when not given."""
+    return Option(number(0, maximum, low_open=True, unit="seconds"), default=default)
+
+
+# Method arguments
+
+
+def _number(name: str, value: object) -> float:
+    if not _is_number(value):
+        raise TypeError(f"{name} must be a number, got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def delay_seconds(value: object, maximum: float) -> float:
+    """A delay: a number of seconds from 0 to ``maximum``."""
+    delay = _number("delay_seconds", value)
+    if not 0 <= delay <= maximum:
+        raise ValueError(f"delay_seconds must be in [0, {maximum:g}], got {delay}")
+    return float(delay)
+
+
+def whole_delay_seconds(value: object, maximum: int) -> int:
+    """A delay as :func:`delay_seconds` checks it, rounded up to whole
+    seconds for a queue that counts in seconds: a retry must never come
+    early."""
+    return math.ceil(delay_seconds(value, maximum))
+
+
+def max_messages(value: object, limit: int) -> int:
+    """The most messages one ``receive`` returns: an int from 1 to ``limit``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"max_messages must be an int, got {value!r}")
+    if not 1 <= value <= limit:
+        raise ValueError(f"max_messages must be from 1 to {limit}, got {value}")
+    return value
+
+
+def wait_seconds(value: object) -> float:
+    """How long one ``receive`` may wait for a message: a finite number of
+    seconds from 0."""
+    wait = _number("wait_seconds", value)
+    if not 0 <= wait < math.inf:
+        raise ValueError(f"wait_seconds must be a finite number from 0, got {wait}")
+    return float(wait)
+
+
+def lease_seconds(value: object, maximum: float) -> float:
+    """A lease's new length: a number of seconds above 0, at most ``maximum``."""
+    seconds = _number("seconds", value)
+    if not 0 < seconds <= maximum:
+        raise ValueError(f"seconds must be above 0 and at most {maximum:g}, got {seconds}")
+    return float(seconds)
