@@ -52,7 +52,7 @@ from .db.cron import has_cleanup_job
 from .fields import DbSlugField
 from .functions import Slug
 from .migrated import advice, missing_tables
-from .queues import create_queue
+from .queues import check_queue
 from .tasks import registry
 
 MIN_SERVER_VERSION = 140000
@@ -166,15 +166,7 @@ def check_queues(**kwargs: Any) -> list[checks.CheckMessage]:
         aliases = list(app_settings.QUEUES)
     except ImproperlyConfigured:
         return []  # reported as E006
-    messages: list[checks.CheckMessage] = []
-    for alias in aliases:
-        try:
-            queue = create_queue(alias)
-        except ImproperlyConfigured as error:
-            messages.append(checks.Error(str(error), id=ID.format("E010")))
-            continue
-        messages.extend(queue.check())
-    return messages
+    return [message for alias in aliases for message in check_queue(alias)]
 
 
 @checks.register(checks.Tags.database)

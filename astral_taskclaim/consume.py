@@ -53,6 +53,7 @@ from .logtext import printable
 from .queues.base import ReceivedMessage
 from .redaction import redacting_filter
 from .retry import requested_wait_ms, retry_delay_seconds
+from .validation import validate_max_retries
 
 __all__ = [
     "Batch",
@@ -116,9 +117,7 @@ class TaskOptions(NamedTuple):
 
 
 def _checked(options: TaskOptions) -> TaskOptions:
-    max_retries = options.max_retries
-    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-        raise ValueError(f"max_retries must be an int from 0, got {max_retries!r}")
+    validate_max_retries(options.max_retries)
     for name, function in (("parse", options.parse), ("run", options.run)):
         if not callable(function):
             raise TypeError(f"{name} must be callable, got {type(function).__name__}")

@@ -35,7 +35,7 @@ from .aio import aenqueue_claimed
 from .claims import enqueue_claimed
 from .consume import Consumer, ConsumeSummary, MessageConsumer, TaskOptions
 from .queues import MessageBatch, queues
-from .validation import validate_window
+from .validation import validate_max_retries, validate_window
 
 T = TypeVar("T")
 
@@ -98,8 +98,7 @@ class ClaimedTask(Generic[T]):
             raise TypeError(f"a claimed task must decorate a function, got {run!r}")
         if not isinstance(queue, str) or not queue:
             raise ValueError(f"queue must be a non-empty str, got {queue!r}")
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise ValueError(f"max_retries must be an int from 0, got {max_retries!r}")
+        validate_max_retries(max_retries)
         for label, function in (("parse", parse), ("retry_after_ms", retry_after_ms)):
             if function is not None and not callable(function):
                 raise TypeError(f"{label} must be callable, got {function!r}")

@@ -82,17 +82,34 @@ def check_configured(queue: object) -> None:
     else:
         check = getattr(queue, "check", None)
         errors = [m for m in check() if m.is_serious()] if callable(check) else []
-    raise_misconfigured(getattr(queue, "name", None) or type(queue).__name__, errors)
+    name = getattr(queue, "name", None) or type(queue).__name__
+    raise_misconfigured(f"queue {name!r}", errors)
 
 
-def raise_misconfigured(name: str, errors: Iterable[Any]) -> None:
-    """``ImproperlyConfigured`` naming queue ``name`` and listing the
-    system-check ``errors`` found in its configuration, if any: the one way
-    a queue's check errors become an exception."""
+def raise_misconfigured(subject: str, errors: Iterable[Any]) -> None:
+    """``ImproperlyConfigured`` naming ``subject`` (``"queue 'q'"``) and
+    listing the system-check ``errors`` found in its configuration, if any:
+    the one way the app's check errors become an exception."""
     found = list(errors)
     if found:
         problems = "; ".join(str(message.msg) for message in found)
-        raise ImproperlyConfigured(f"queue {name!r} is misconfigured: {problems}")
+        raise ImproperlyConfigured(f"{subject} is misconfigured: {problems}")
+
+
+def max_retries_problem(value: object, *, name: str = "max_retries") -> str | None:
+    """Why ``value`` cannot be a retry count (an ``int`` from 0), or ``None``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return f"{name} must be an int from 0, got {value!r}"
+    return None
+
+
+def validate_max_retries(value: object, *, name: str = "max_retries") -> int:
+    """``value`` if it is a retry count (an ``int`` from 0), else ``ValueError``."""
+    problem = max_retries_problem(value, name=name)
+    if problem is not None:
+        raise ValueError(problem)
+    assert isinstance(value, int)
+    return value
 
 
 def check_encodes(queue: object, bodies: Iterable[Any]) -> None:

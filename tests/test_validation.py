@@ -17,7 +17,13 @@ from astral_taskclaim.claims import claim_task, enqueue_claimed
 from astral_taskclaim.envelope import message_body
 from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.tasks import ClaimedTask
-from astral_taskclaim.validation import check_configured, check_encodes, validate_window
+from astral_taskclaim.validation import (
+    check_configured,
+    check_encodes,
+    max_retries_problem,
+    validate_max_retries,
+    validate_window,
+)
 from tests.claimkit import RecordingQueue, claims, insert_claim
 
 
@@ -181,3 +187,17 @@ def test_a_window_just_above_zero_is_accepted() -> None:
     assert validate_window(0.001) == 0.001
     with pytest.raises(ValueError, match="window must be more than 0"):
         validate_window(0, name="window")
+
+
+@pytest.mark.parametrize("value", [-1, 1.0, True, "3", None])
+def test_a_retry_count_is_an_int_from_zero(value: object) -> None:
+    assert max_retries_problem(value, name="OPTIONS['max_retries']") == (
+        f"OPTIONS['max_retries'] must be an int from 0, got {value!r}"
+    )
+    with pytest.raises(ValueError, match="max_retries must be an int from 0"):
+        validate_max_retries(value)
+
+
+def test_retry_counts_from_zero_pass() -> None:
+    assert [validate_max_retries(n) for n in (0, 3)] == [0, 3]
+    assert max_retries_problem(0) is None

@@ -18,6 +18,7 @@ from __future__ import annotations
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
+from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.utils.connection import BaseConnectionHandler
@@ -33,6 +34,7 @@ __all__ = [
     "QueueError",
     "QueueStatus",
     "ReceivedMessage",
+    "check_queue",
     "create_queue",
     "queues",
 ]
@@ -42,6 +44,16 @@ def unknown_queue(alias: str) -> str:
     """The error message for ``alias`` missing from ``TASKCLAIM_QUEUES``."""
     known = ", ".join(sorted(app_settings.QUEUES)) or "none"
     return f"unknown queue {alias!r}; TASKCLAIM_QUEUES has: {known}"
+
+
+def check_queue(alias: str) -> list[checks.CheckMessage]:
+    """The system checks of ``TASKCLAIM_QUEUES[alias]``: ``E010`` if it
+    cannot be loaded, else its backend's own ``check()``."""
+    try:
+        queue = create_queue(alias)
+    except ImproperlyConfigured as error:
+        return [checks.Error(str(error), id="astral_taskclaim.E010")]
+    return queue.check()
 
 
 def create_queue(alias: str) -> BaseQueue:

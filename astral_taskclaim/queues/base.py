@@ -197,7 +197,8 @@ class BaseQueue(ABC):
     def ensure_configured(self) -> dict[str, Any]:
         """:attr:`config`, or ``ImproperlyConfigured`` naming the queue and
         every option error: what a use of a misconfigured queue raises."""
-        raise_misconfigured(self.alias, [m for m in self._option_messages if m.is_serious()])
+        serious = [message for message in self._option_messages if message.is_serious()]
+        raise_misconfigured(f"queue {self.alias!r}", serious)
         return self.config
 
     def check_batch(self, bodies: Any) -> None:

@@ -33,9 +33,10 @@ from ..aio import async_write_alias
 from ..claims import enqueue_claimed, in_transaction
 from ..conf import app_settings
 from ..db import statements
-from ..queues import BaseQueue, queues
+from ..queues import BaseQueue, check_queue, queues
 from ..queues.postgres import PostgresQueue
 from ..tasks import registry
+from ..validation import max_retries_problem, raise_misconfigured
 from . import native, results
 from .compat import (
     BaseTaskBackend,
@@ -89,8 +90,9 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
             for name, target in mapping.items()
         }
         retries = self.options.get("max_retries", DEFAULT_MAX_RETRIES)
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            self._problem(f"OPTIONS['max_retries'] must be an int from 0, got {retries!r}")
+        problem = max_retries_problem(retries, name="OPTIONS['max_retries']")
+        if problem is not None:
+            self._problem(problem)
             retries = DEFAULT_MAX_RETRIES
         self.max_retries = retries
         for name in sorted(set(self.options) - OPTIONS):
@@ -138,18 +140,14 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
         """The backend's option errors (E033) and its queues' system checks."""
         messages = list(self.problems)
         for queue_alias in self._carrying_aliases():
-            try:
-                messages.extend(queues[queue_alias].check())
-            except ImproperlyConfigured as error:
-                messages.append(checks.Error(str(error), id="astral_taskclaim.E010"))
+            messages.extend(check_queue(queue_alias))
         return messages
 
     def _run_request(self, task: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> RunRequest:
         """The run to enqueue, once the task, the options and the arguments
         passed their checks (nothing is written before)."""
         self.validate_task(task)
-        if self.problems:
-            raise ImproperlyConfigured("; ".join(str(m.msg) for m in self.problems))
+        raise_misconfigured(f"TASKS[{self.alias!r}]", self.problems)
         try:
             request = RunRequest(
                 task=task,

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from ..validation import MAX_KEY_BYTES, validate_key, validate_seconds
+from ..validation import MAX_KEY_BYTES, max_retries_problem, validate_key, validate_seconds
 from .compat import InvalidTask, Task
 
 #: ``key``: a fixed key, or a function of the task's arguments returning one.
@@ -95,10 +95,9 @@ def validate_options(task: Any) -> None:
             )
         if isinstance(key, str):
             _checked_key(task, key)
-    if retries is not None and (
-        isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
-    ):
-        raise InvalidTask(f"{task.module_path}: max_retries must be an int from 0, got {retries!r}")
+    problem = None if retries is None else max_retries_problem(retries)
+    if problem is not None:
+        raise InvalidTask(f"{task.module_path}: {problem}")
 
 
 def coalescing_key(task: Any, args: list[Any], kwargs: dict[str, Any]) -> str | None:
