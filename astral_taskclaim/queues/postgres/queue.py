@@ -142,9 +142,11 @@ class PostgresQueue(BaseQueue):
         W018 (``database`` is not ``TASKCLAIM_DATABASE``)."""
         return list(self._problems.messages)
 
-    def _execute(self, path: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    def _execute(
+        self, path: str, params: dict[str, Any], *, prepare: bool = False
+    ) -> list[tuple[Any, ...]]:
         self._problems.raise_first()
-        return statements.Connector(self.database).fetch(path, params)
+        return statements.Connector(self.database).fetch(path, params, prepare=prepare)
 
     def claim_statement(self, alias: str) -> ClaimStatement | None:
         """``taskclaim/enqueue.sql`` (and ``bulk_enqueue.sql``) when this
@@ -205,6 +207,8 @@ class PostgresQueue(BaseQueue):
 
     def _lease(self, limit: int) -> list[ReceivedMessage]:
         lease = str(uuid.uuid4())
+        # Autocommit: no wait for the lease's WAL flush (see queue/receive.sql).
+        relaxed = connections[self.database].get_autocommit()
         rows: list[tuple[Any, ...]] = []
         while len(rows) < limit:
             params = {
@@ -214,10 +218,11 @@ class PostgresQueue(BaseQueue):
                 "visibility": self.visibility_timeout,
                 "skip": sorted(self._quarantined),
                 "only": None,
+                "relaxed": relaxed,
             }
             try:
                 with self._statement_alone():
-                    rows += self._execute("queue/receive.sql", params)
+                    rows += self._execute("queue/receive.sql", params, prepare=True)
                 break
             except (DataError, IntegrityError):
                 # Some row of the batch cannot be leased: lease them one by
