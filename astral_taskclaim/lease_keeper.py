@@ -184,34 +184,41 @@ class _Beats:
                 self._condition.wait()
 
     def _run(self) -> None:
+        extended = False
         while True:
-            keeper = self._next()
+            keeper = self._next(extended=extended)
+            if keeper is None:
+                # No batch left to keep: this thread's own database
+                # connections, if it opened any, are not held meanwhile.
+                connections.close_all()
+                extended = False
+                continue
             try:
                 keeper._extend()
             finally:
+                extended = True
                 with self._condition:
                     self._beating = None
-                    idle = not self._due
                     self._condition.notify_all()
-                if idle:
-                    # No batch left to keep: this thread's own database
-                    # connections, if it opened any, are not held meanwhile.
-                    connections.close_all()
 
-    def _next(self) -> LeaseKeeper:
-        """Waits for the next keeper whose beat is due; marks it beating."""
+    def _next(self, *, extended: bool) -> LeaseKeeper | None:
+        """Waits for the next keeper whose beat is due and marks it beating;
+        ``None`` once no keeper is left, if this thread extended since it
+        last closed its connections."""
         with self._condition:
             while True:
-                now = time.monotonic()
-                if self._due:
-                    keeper, at = min(self._due.items(), key=lambda item: item[1])
-                    if at <= now:
-                        self._due[keeper] = now + keeper.interval
-                        self._beating = keeper
-                        return keeper
-                    self._condition.wait(at - now)
-                else:
+                if not self._due:
+                    if extended:
+                        return None
                     self._condition.wait()
+                    continue
+                keeper, at = min(self._due.items(), key=lambda item: item[1])
+                now = time.monotonic()
+                if at <= now:
+                    self._due[keeper] = now + keeper.interval
+                    self._beating = keeper
+                    return keeper
+                self._condition.wait(at - now)
 
 
 _BEATS = _Beats()
