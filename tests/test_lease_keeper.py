@@ -19,14 +19,12 @@ from astral_taskclaim.queues.memory import MemoryQueue
 from tests.eventkit import EventWaiter
 
 
-class FlakyMemoryQueue(MemoryQueue):
-    """A memory queue whose first extension fails, as an unreachable queue's
-    would; ``extended`` is set by the first one that succeeds."""
+class CountingMemoryQueue(MemoryQueue):
+    """A memory queue that counts its extensions; ``extended`` is set by
+    each that succeeds."""
 
-    def __init__(self) -> None:
-        super().__init__(
-            "keeper", options={"queue_name": uuid.uuid4().hex, "visibility_timeout": 3}
-        )
+    def __init__(self, **options: object) -> None:
+        super().__init__("keeper", options={"queue_name": uuid.uuid4().hex, **options})
         self.calls = 0
         self.extended = threading.Event()
 
@@ -34,11 +32,24 @@ class FlakyMemoryQueue(MemoryQueue):
         self, messages: Sequence[ReceivedMessage], *, seconds: float
     ) -> list[ReceivedMessage]:
         self.calls += 1
-        if self.calls == 1:
-            raise QueueError("queue 'keeper': unreachable")
         kept = super().extend_leases(messages, seconds=seconds)
         self.extended.set()
         return kept
+
+
+class FlakyMemoryQueue(CountingMemoryQueue):
+    """Its first extension fails, as an unreachable queue's would."""
+
+    def __init__(self) -> None:
+        super().__init__(visibility_timeout=3)
+
+    def extend_leases(
+        self, messages: Sequence[ReceivedMessage], *, seconds: float
+    ) -> list[ReceivedMessage]:
+        if self.calls == 0:
+            self.calls += 1
+            raise QueueError("queue 'keeper': unreachable")
+        return super().extend_leases(messages, seconds=seconds)
 
 
 def visible_in(queue: MemoryQueue) -> list[float]:
@@ -104,3 +115,19 @@ def test_lease_length_is_none_when_the_queue_cannot_say() -> None:
         assert lease_length(Unreachable("keeper")) is None
     assert failed.wait(0)
     assert lease_length(MemoryQueue("keeper", options={"visibility_timeout": 7})) == 7
+
+
+def test_keepers_share_one_thread_and_each_stops_alone() -> None:
+    first, second = CountingMemoryQueue(), CountingMemoryQueue()
+    keeping_first = LeaseKeeper(first, received(first, 1), lease_seconds=0.3)
+    with keeping_first, LeaseKeeper(second, received(second, 2), lease_seconds=0.3) as other:
+        assert first.extended.wait(30)
+        assert second.extended.wait(30)
+        beating = [t for t in threading.enumerate() if t.name.startswith("taskclaim-leases")]
+        assert len(beating) == 1
+        keeping_first.stop()  # the batch is done: its extensions end here
+        calls = first.calls
+        second.extended.clear()
+        assert second.extended.wait(30)  # the other batch is still kept
+        assert first.calls == calls
+    assert other.extensions >= 2

@@ -19,6 +19,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
+from django.db import connections
 from django.utils.dateparse import parse_datetime
 from django.utils.module_loading import import_string
 
@@ -88,11 +89,23 @@ def load_task(path: str) -> Any:
     return task
 
 
+def relaxed(database: str) -> bool:
+    """Whether a run's state may commit without waiting for its WAL flush:
+    in autocommit, where the statement is its own transaction. The worker
+    settles the run's message afterwards, and that commit flushes the WAL
+    up to it, so a run's state is durable before its message is gone; a
+    server crash in between loses at most the latest state of the runs in
+    flight, whose messages are delivered again (at least once, as ever).
+    Inside a transaction the setting would hold to the caller's commit, so
+    it is never relaxed there."""
+    return connections[database].get_autocommit()
+
+
 def start(database: str, result_id: str) -> tuple[Any, ...] | None:
     """Starts an attempt: ``(status, enqueued_at, started_at,
     last_attempted_at, worker_ids)``, or ``None`` for a run that finished
     (or was cancelled, or deleted) and must not run again."""
-    params = {"id": result_id, "worker_id": worker_id()}
+    params = {"id": result_id, "worker_id": worker_id(), "relaxed": relaxed(database)}
     rows = statements.run(database, "tasks/start.sql", params)
     if not rows:
         return None
@@ -103,7 +116,11 @@ def start(database: str, result_id: str) -> tuple[Any, ...] | None:
 
 def succeed(database: str, result_id: str, return_value: Any) -> datetime | None:
     """Records a successful run; its finish time (``None``: not running)."""
-    params = {"id": result_id, "return_value": compact_json(return_value)}
+    params = {
+        "id": result_id,
+        "return_value": compact_json(return_value),
+        "relaxed": relaxed(database),
+    }
     rows = statements.run(database, "tasks/succeed.sql", params)
     return rows[0][0] if rows else None
 
@@ -115,6 +132,7 @@ def fail(database: str, result_id: str, error: TaskError, *, final: bool) -> dat
         "exception_class_path": error.exception_class_path,
         "traceback": error.traceback,
         "final": final,
+        "relaxed": relaxed(database),
     }
     rows = statements.run(database, "tasks/fail.sql", params)
     return rows[0][0] if rows else None

@@ -138,9 +138,11 @@ class PostgresQueue(BaseQueue):
         """The NOTIFY channel consumers of this queue listen on."""
         return CHANNEL_PREFIX + self.queue_name
 
-    def _execute(self, path: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    def _execute(
+        self, path: str, params: dict[str, Any], *, prepare: bool = False
+    ) -> list[tuple[Any, ...]]:
         self.ensure_configured()
-        return statements.Connector(self.database).fetch(path, params)
+        return statements.Connector(self.database).fetch(path, params, prepare=prepare)
 
     def claim_statement(self, alias: str) -> ClaimStatement | None:
         """``taskclaim/enqueue.sql`` (and ``bulk_enqueue.sql``) when this
@@ -197,6 +199,8 @@ class PostgresQueue(BaseQueue):
 
     def _lease(self, limit: int) -> list[ReceivedMessage]:
         lease = str(uuid.uuid4())
+        # Autocommit: no wait for the lease's WAL flush (see queue/receive.sql).
+        relaxed = connections[self.database].get_autocommit()
         rows: list[tuple[Any, ...]] = []
         while len(rows) < limit:
             params = {
@@ -206,10 +210,11 @@ class PostgresQueue(BaseQueue):
                 "visibility": self.visibility_timeout,
                 "skip": sorted(self._quarantined),
                 "only": None,
+                "relaxed": relaxed,
             }
             try:
                 with self._statement_alone():
-                    rows += self._execute("queue/receive.sql", params)
+                    rows += self._execute("queue/receive.sql", params, prepare=True)
                 break
             except (DataError, IntegrityError):
                 # Some row of the batch cannot be leased: lease them one by

@@ -1,5 +1,8 @@
 -- Records a failed attempt: READY again when a retry is due, FAILED when the
 -- run gives up (final). A run already finished is left alone.
+-- With `relaxed` (autocommit: the statement is its own transaction) the
+-- commit does not wait for the WAL flush: the settlement of the run's
+-- message, committed after it, flushes it (see docs/django-tasks.md).
 UPDATE taskclaim.task_result
 SET status = CASE WHEN %(final)s::boolean THEN 'FAILED' ELSE 'READY' END,
     finished_at = CASE WHEN %(final)s::boolean THEN statement_timestamp() END,
@@ -11,4 +14,5 @@ SET status = CASE WHEN %(final)s::boolean THEN 'FAILED' ELSE 'READY' END,
       'final', %(final)s::boolean
     ))
 WHERE id = %(id)s::uuid AND status IN ('READY', 'RUNNING')
+  AND (SELECT NOT %(relaxed)s::boolean OR set_config('synchronous_commit', 'off', true) = 'off')
 RETURNING finished_at
