@@ -14,7 +14,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from .db.operations import sql_table_meta
+from .db.tables import SqlOwnedModel
 from .fields import LoadableDateTimeField
 from .queues.postgres.models import QueueMessage, QueueMessageQuerySet
 from .tasks_backend.models import StoredTaskResult
@@ -34,7 +34,7 @@ class ClaimQuerySet(models.QuerySet["Claim"]):
         return self.filter(expires_at__lt=Now())
 
 
-class Claim(models.Model):
+class Claim(SqlOwnedModel):
     """One task key's claim. Unmanaged: the app's SQL owns the table, and
     claims are written by :func:`astral_taskclaim.claim_task` and friends."""
 
@@ -44,9 +44,11 @@ class Claim(models.Model):
 
     objects = ClaimQuerySet.as_manager()
 
-    Meta = sql_table_meta(
-        "claim", verbose_name=_("claim"), verbose_name_plural=_("claims"), ordering=("expires_at",)
-    )
+    class Meta(SqlOwnedModel.Meta):
+        db_table = '"taskclaim"."claim"'
+        verbose_name = _("claim")
+        verbose_name_plural = _("claims")
+        ordering = ("expires_at",)
 
     def __str__(self) -> str:
         return self.key

@@ -5,8 +5,7 @@ comes from the packaged SQL files (:mod:`.sqlfiles`) when the migration runs (no
 imported), so the ``TASKCLAIM_*_ROLE`` settings and the server version are
 taken into account. :class:`ScheduleCleanupJob` schedules pg_cron's
 ``taskclaim-ttl`` job where pg_cron allows it. Both act on the claims
-database only, as every :class:`ClaimsDatabaseOperation` does. The models
-over the tables this SQL creates take their ``Meta`` from :func:`sql_table_meta`.
+database only, as every :class:`ClaimsDatabaseOperation` does.
 """
 
 from __future__ import annotations
@@ -23,25 +22,6 @@ from . import cron, roles, sqlfiles
 # Short names keep Django's four-argument signatures on one line each.
 _Editor = BaseDatabaseSchemaEditor
 _State = ProjectState
-
-
-def sql_table_meta(
-    table: str, *, verbose_name: Any, verbose_name_plural: Any, ordering: tuple[str, ...]
-) -> type:
-    """The ``Meta`` of a model over ``taskclaim.<table>``, which the app's SQL
-    migrations create and own: unmanaged, so Django's migrations never alter
-    it, with the names the admin shows and the default ``ordering``."""
-    return type(
-        "Meta",
-        (),
-        {
-            "managed": False,
-            "db_table": f'"taskclaim"."{table}"',
-            "verbose_name": verbose_name,
-            "verbose_name_plural": verbose_name_plural,
-            "ordering": ordering,
-        },
-    )
 
 
 class ClaimsDatabaseOperation(migrations.RunSQL):

@@ -8,7 +8,7 @@ from typing import Any
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from ..db.operations import sql_table_meta
+from ..db.tables import SqlOwnedModel
 
 #: Django's ``TaskResultStatus`` values, without importing the framework
 #: (this model loads on a Django 5.2 project without ``django-tasks``).
@@ -20,7 +20,7 @@ STATUS_CHOICES = [
 ]
 
 
-class StoredTaskResult(models.Model):
+class StoredTaskResult(SqlOwnedModel):
     """A run of a Django Task enqueued through ``ClaimTaskBackend``.
     Unmanaged: the app's SQL owns the table; the backend and its workers
     write it, ``get_result()`` reads it."""
@@ -45,12 +45,11 @@ class StoredTaskResult(models.Model):
     last_attempted_at = models.DateTimeField(_("last attempted at"), null=True, blank=True)
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
 
-    Meta = sql_table_meta(
-        "task_result",
-        verbose_name=_("task result"),
-        verbose_name_plural=_("task results"),
-        ordering=("-enqueued_at",),
-    )
+    class Meta(SqlOwnedModel.Meta):
+        db_table = '"taskclaim"."task_result"'
+        verbose_name = _("task result")
+        verbose_name_plural = _("task results")
+        ordering = ("-enqueued_at",)
 
     def __str__(self) -> str:
         return f"{self.task_path} {self.pk}"

@@ -15,6 +15,7 @@ from django.db import models
 from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy as _
 
+from ...db.tables import SqlOwnedModel
 from ...fields import LoadableDateTimeField
 
 
@@ -38,7 +39,7 @@ class QueueMessageQuerySet(models.QuerySet["QueueMessage"]):
         return self.filter(lease__isnull=True, visible_at__gt=Now())
 
 
-class QueueMessage(models.Model):
+class QueueMessage(SqlOwnedModel):
     """One message of a PostgreSQL queue (``taskclaim.message``). Unmanaged:
     the app's SQL owns the table, and
     :class:`astral_taskclaim.queues.postgres.PostgresQueue` writes it."""
@@ -59,8 +60,7 @@ class QueueMessage(models.Model):
 
     objects = QueueMessageQuerySet.as_manager()
 
-    class Meta:
-        managed = False
+    class Meta(SqlOwnedModel.Meta):
         db_table = '"taskclaim"."message"'
         verbose_name = _("queue message")
         verbose_name_plural = _("queue messages")
