@@ -193,11 +193,10 @@ class Consumer(MessageConsumer):
             return self._unparseable(queue, found, summary, exc_info=True)
         if task is None:
             return self._unparseable(queue, found, summary, exc_info=None)
-        about = {"key": found.key, "claim": found.claim, "attempts": attempts, "task": task}
-        signals.send(signals.task_started, queue, about)
+        signals.send(signals.task_started, queue, found, attempts, task)
         try:
             result = self.run(task)
-            if inspect.isawaitable(result):
+            if result is not None and inspect.isawaitable(result):
                 async_to_sync(_wait)(result)
         except Exception as error:
             # Escaped only here: a run that returns logs nothing.
@@ -217,8 +216,15 @@ class Consumer(MessageConsumer):
                 )
                 summary.retried += 1
                 summary.retry_delays.append(scaled)
-                retried = {**about, "error": error, "delay_seconds": scaled}
-                signals.send(signals.task_retried, queue, retried)
+                signals.send(
+                    signals.task_retried,
+                    queue,
+                    found,
+                    attempts,
+                    task,
+                    error=error,
+                    delay_seconds=scaled,
+                )
                 return _Decision(
                     "retried", ack=False, delay_seconds=scaled, error=describe_error(error)
                 )
@@ -229,10 +235,10 @@ class Consumer(MessageConsumer):
                 extra={"event": "queue.task_failed", **extra},
             )
             summary.failed += 1
-            signals.send(signals.task_gave_up, queue, {**about, "error": error})
+            signals.send(signals.task_gave_up, queue, found, attempts, task, error=error)
             return _GAVE_UP
         summary.ok += 1
-        signals.send(signals.task_finished, queue, about)
+        signals.send(signals.task_finished, queue, found, attempts, task)
         return _OK
 
     def _unparseable(

@@ -12,7 +12,7 @@ Everything about that body lives here: the JSON encoding
 hold each task's JSON), the claim token (:data:`TOKEN_PATTERN`,
 :data:`PLACEHOLDER_TOKEN`), ``windowSeconds`` on the wire
 (:func:`wire_seconds`), and reading a received body back
-(:func:`parse_body`), which applies the same key and window rules as the
+(:func:`decode_body`, :func:`parse_body`), which applies the same key and window rules as the
 claim functions.
 """
 
@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from .validation import validate_key, validate_seconds
+from .validation import MAX_KEY_BYTES, MAX_SECONDS, validate_key, validate_seconds
 
 #: The JSON encoding of message bodies: compact, UTF-8 text kept as it is,
 #: strict numbers.
@@ -170,6 +170,29 @@ def body_writer(window_seconds: float) -> Callable[[str, str, str], str]:
     return write
 
 
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+def decode_body(text: str) -> Any:
+    """A received body's text as ``json.loads`` reads it, or ``text`` itself
+    when that raises: valid JSON may nest deeper than Python's decoder goes
+    (PostgreSQL's CHECK accepts it), and such a body reaches the consumer
+    as text, which :func:`parse_body` refuses (acked as malformed)."""
+    try:
+        # Text the decoder reads whole from its first character is what
+        # json.loads gives, without its two whitespace scans (every body
+        # this package writes is compact); any other is left to json.loads.
+        value, end = _raw_decode(text)
+        if end == len(text):
+            return value
+    except (ValueError, RecursionError):
+        pass
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+
+
 @dataclass(frozen=True)
 class Envelope:
     """A received claimed-task body, checked."""
@@ -190,14 +213,25 @@ def parse_body(body: object) -> Envelope | None:
     not a number). A missing ``task`` is ``None``. A body whose claim could
     never have been written is no envelope: its claim is never touched.
     """
-    if not isinstance(body, Mapping):
+    # A decoded body is a dict: the exact-type test is cheaper than the ABC's.
+    if type(body) is not dict and not isinstance(body, Mapping):
         return None
     key, claim, window = body.get("key"), body.get("claim"), body.get("windowSeconds")
     if not is_token(claim):
         return None
-    try:
-        key = validate_key(key)
-        window = validate_seconds(window, name="windowSeconds")
-    except (TypeError, ValueError):
-        return None
-    return Envelope(key=key, claim=claim, window_seconds=window, task=body.get("task"))
+    # The common body (an ASCII key, a whole number of seconds) passes these
+    # tests, which imply the full checks' (ASCII text is valid UTF-8 of one
+    # byte a character); any other goes through the full checks.
+    if not (
+        type(key) is str and 0 < len(key) <= MAX_KEY_BYTES and key.isascii() and "\x00" not in key
+    ):
+        try:
+            key = validate_key(key)
+        except (TypeError, ValueError):
+            return None
+    if not (type(window) is int and 0 <= window <= MAX_SECONDS):
+        try:
+            window = validate_seconds(window, name="windowSeconds")
+        except (TypeError, ValueError):
+            return None
+    return Envelope(key, claim, window, body.get("task"))

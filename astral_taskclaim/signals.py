@@ -34,6 +34,8 @@ from typing import Any
 
 from django.dispatch import Signal
 
+from .envelope import Envelope
+
 __all__ = ["task_finished", "task_gave_up", "task_retried", "task_started"]
 
 logger = logging.getLogger(__name__)
@@ -44,10 +46,18 @@ task_retried = Signal()
 task_gave_up = Signal()
 
 
-def send(signal: Signal, queue: str, arguments: dict[str, Any]) -> None:
-    """Sends ``signal`` from ``queue``; a receiver's error is logged, and
-    never decides the task's fate."""
-    for receiver, response in signal.send_robust(queue, **arguments):
+def send(
+    signal: Signal, queue: str, found: Envelope, attempts: int, task: Any, **more: Any
+) -> None:
+    """Sends ``signal`` from ``queue`` for the run of ``task`` (the body
+    ``found``, delivery ``attempts``), with ``more`` arguments; a receiver's
+    error is logged, and never decides the task's fate."""
+    # The test Signal.send starts with (has_listeners() would resolve the
+    # receivers): most workers have none, and build no arguments then.
+    if not signal.receivers:
+        return
+    arguments = {"key": found.key, "claim": found.claim, "attempts": attempts, "task": task}
+    for receiver, response in signal.send_robust(queue, **arguments, **more):
         if isinstance(response, Exception):
             logger.error(
                 "%s task %s: signal receiver %r failed",

@@ -241,6 +241,8 @@ class Worker:
         summary.returned = len(returned)
         stats.merge(summary)
         self._settle(batch.messages)
+        if not logger.isEnabledFor(logging.INFO):
+            return  # the line's text and fields are not built for nothing
         logger.info(
             "%s",
             summary.describe(f"{len(batch.messages)} received"),
@@ -267,10 +269,12 @@ class Worker:
                 if keeper is not None and keeper.lost(message):
                     self.stats.leases_lost += 1
                     continue
+                if on_run is None:
+                    consumer.consume_one(message, summary)
+                    continue
                 started = time.monotonic()
                 outcome = consumer.consume_one(message, summary)
-                if on_run is not None:
-                    on_run(_task_run(batch.queue, message, outcome, time.monotonic() - started))
+                on_run(_task_run(batch.queue, message, outcome, time.monotonic() - started))
         except RECOVERABLE as error:
             # The claims database is unreachable: leave this message and the
             # rest to the retry of the messages not run.

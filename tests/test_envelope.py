@@ -22,6 +22,7 @@ from astral_taskclaim.envelope import (
     parse_body,
 )
 from astral_taskclaim.queues.memory import MemoryQueue
+from astral_taskclaim.validation import MAX_SECONDS, validate_key, validate_seconds
 from tests.claimkit import RecordingQueue, claims
 
 NON_STRING_KEYS = [
@@ -150,3 +151,42 @@ JSON = st.recursive(
 @given(JSON)
 def test_any_json_without_a_claim_is_malformed(body: object) -> None:
     assert parse_body(body) is None
+
+
+class _Text(str):
+    """A ``str`` subclass: a body from a memory queue may hold one."""
+
+
+def _fully_checked(key: object, window: object) -> bool:
+    try:
+        validate_key(key)
+        validate_seconds(window, name="windowSeconds")
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+KEYS = (
+    st.text(max_size=40)
+    | st.text(alphabet=st.characters(max_codepoint=127), min_size=1020, max_size=1030)
+    | st.text(alphabet="é", min_size=510, max_size=515)
+    | st.sampled_from(["a\x00", "\ud800", _Text("k"), b"k", 0, None, ""])
+)
+WINDOWS = (
+    st.integers(min_value=-2, max_value=MAX_SECONDS + 2)
+    | st.sampled_from([-1, 0, MAX_SECONDS, MAX_SECONDS + 1, True, False, None, "300"])
+    | st.floats(allow_nan=True, allow_infinity=True)
+)
+
+
+@given(KEYS, WINDOWS)
+def test_parse_body_accepts_exactly_what_the_full_checks_accept(
+    key: object, window: object
+) -> None:
+    # The fast path for the common body must not let through anything the
+    # claim functions' checks refuse, nor refuse anything they accept.
+    body = {"key": key, "claim": str(uuid.uuid4()), "windowSeconds": window, "task": 1}
+    found = parse_body(body)
+    assert (found is not None) == _fully_checked(key, window)
+    if found is not None:
+        assert (found.key, found.window_seconds) == (key, window)

@@ -89,6 +89,29 @@ def test_the_last_failed_run_gives_up(heard: list[Any]) -> None:
     assert claims() == {}  # released, as without receivers
 
 
+@pytest.mark.parametrize("run", [lambda task: None, fail], ids=["finished", "gave_up"])
+def test_a_signal_alone_gets_the_full_arguments(run: Any) -> None:
+    # The arguments are built only when a signal has receivers: an end
+    # signal with none before it still gets them all.
+    got: list[dict[str, Any]] = []
+
+    def receiver(signal: Signal, **kwargs: Any) -> None:
+        got.append(kwargs)
+
+    for signal in (signals.task_finished, signals.task_gave_up):
+        signal.connect(receiver)
+    try:
+        body = envelope("k")
+        consume(body, run, attempts=2, max_retries=1)
+    finally:
+        for signal in (signals.task_finished, signals.task_gave_up):
+            signal.disconnect(receiver)
+    [arguments] = got
+    about = {"sender": "refresh", "key": "k", "claim": body["claim"], "attempts": 2}
+    assert {name: arguments[name] for name in about} == about
+    assert arguments["task"] == {"id": "k"}
+
+
 def test_a_malformed_body_sends_nothing(heard: list[Any]) -> None:
     consume({"not": "an envelope"}, lambda task: None)
     assert heard == []

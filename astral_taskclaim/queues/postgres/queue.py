@@ -46,7 +46,6 @@ default 60), ``poll_interval`` (seconds, default 2), ``listen`` (default
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 import uuid
@@ -60,6 +59,7 @@ from psycopg import sql
 from ...conf import app_settings
 from ...db import statements
 from ...db.connections import separate_connection
+from ...envelope import decode_body
 from ...logtext import printable
 from .. import options as opts
 from ..base import (
@@ -225,7 +225,7 @@ class PostgresQueue(BaseQueue):
                     break
         return [
             ReceivedMessage(
-                body=_decode(body), attempts=attempts, receipt=(id_, lease), id=str(id_)
+                body=decode_body(body), attempts=attempts, receipt=(id_, lease), id=str(id_)
             )
             for id_, body, attempts in rows
         ]
@@ -388,14 +388,3 @@ def _receipt(message: ReceivedMessage) -> tuple[int, str]:
     ):
         raise ValueError(f"message {message.id!r} was not received from a PostgresQueue")
     return receipt[0], receipt[1]
-
-
-def _decode(body: str) -> Any:
-    # The table's CHECK keeps bodies valid JSON, but valid JSON may nest
-    # deeper than Python's decoder goes: such a body (or one written around
-    # the CHECK) reaches the consumer as text, which consume_claimed acks as
-    # malformed.
-    try:
-        return json.loads(body)
-    except (ValueError, RecursionError):
-        return body
