@@ -25,11 +25,9 @@ The default backend; no other service is needed::
 - ``extend_leases`` moves ``visible_at`` of the rows still under the lease
   they were received with (one statement), so a worker keeps a batch that
   runs longer than ``visibility_timeout`` (``supports_lease_extension``).
-- An idle ``receive(wait_seconds=...)`` sleeps on ``LISTEN
-  "taskclaim.<queue_name>"`` (a trigger NOTIFYs on insert) and wakes when
-  the next delayed message is due; it polls every ``poll_interval``
-  seconds as well, and only polls with ``listen`` off (for a pooler in
-  transaction mode, where LISTEN does not work).
+- An idle ``receive(wait_seconds=...)`` waits for a NOTIFY (see
+  :mod:`.listener`) or the next delayed message, polling every
+  ``poll_interval`` seconds too, and only polls with ``listen`` off.
 - A message whose row cannot be leased (a data error on that row) is
   quarantined, not left to stall the queue: logged once
   (``queue.message_quarantined``, naming its id) and parked with
@@ -52,15 +50,11 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-import psycopg
 from django.db import DatabaseError, DataError, IntegrityError, connections, transaction
-from psycopg import sql
 
 from ...conf import app_settings
 from ...db import statements
-from ...db.connections import separate_connection
 from ...envelope import decode_body
-from ...logtext import printable
 from .. import options as opts
 from ..base import (
     MAX_DELAY_SECONDS,
@@ -70,6 +64,7 @@ from ..base import (
     QueueStatus,
     ReceivedMessage,
 )
+from .listener import Listener
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +114,9 @@ class PostgresQueue(BaseQueue):
         self.visibility_timeout: float = self.config["visibility_timeout"]
         self.poll_interval: float = self.config["poll_interval"]
         self.listen: bool = self.config["listen"]
-        self._listener: psycopg.Connection[Any] | None = None
+        self.listener = Listener(
+            self.database, self.channel, alias=self.alias, poll_interval=self.poll_interval
+        )
         # Ids of messages this consumer could not receive; never leased again.
         self._quarantined: set[int] = set()
 
@@ -182,7 +179,7 @@ class PostgresQueue(BaseQueue):
         self.ensure_configured()
         deadline = time.monotonic() + wait
         # LISTEN before looking, so a message sent in between still wakes us.
-        listening = wait > 0 and self.listen and self._ensure_listener()
+        listening = wait > 0 and self.listen and self.listener.start()
         while True:
             messages = self._lease(limit)
             remaining = deadline - time.monotonic()
@@ -193,7 +190,7 @@ class PostgresQueue(BaseQueue):
             if due_in is not None:
                 pause = min(pause, max(due_in, MIN_PAUSE))
             if listening:
-                listening = self._await_notify(pause)
+                listening = self.listener.wait(pause)
             else:
                 time.sleep(pause)
 
@@ -335,47 +332,9 @@ class PostgresQueue(BaseQueue):
         extended = {id_ for (id_,) in self._execute("queue/extend.sql", params)}
         return [message for (id_, _), message in receipts.items() if id_ in extended]
 
-    def _ensure_listener(self) -> bool:
-        if self._listener is not None and not self._listener.closed:
-            return True
-        self._listener = None
-        try:
-            listener = separate_connection(self.database)
-            listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
-        except psycopg.Error as error:
-            self._listen_failed(error)
-            return False
-        self._listener = listener
-        return True
-
-    def _await_notify(self, seconds: float) -> bool:
-        """Waits up to ``seconds`` for a NOTIFY; ``False`` if the listening
-        connection broke (the caller polls instead)."""
-        assert self._listener is not None
-        try:
-            for _ in self._listener.notifies(timeout=seconds, stop_after=1):
-                pass
-        except psycopg.Error as error:
-            self._listen_failed(error)
-            self.close()
-            return False
-        return True
-
-    def _listen_failed(self, error: psycopg.Error) -> None:
-        logger.warning(
-            "%s: cannot LISTEN (%s); polling every %s s",
-            *(printable(self.alias), type(error).__name__, self.poll_interval),
-            extra={"event": "queue.listen_failed", "queue": self.alias},
-        )
-
     def close(self) -> None:
         """Closes the LISTEN connection (Django closes its own)."""
-        listener, self._listener = self._listener, None
-        if listener is not None:
-            try:
-                listener.close()
-            except psycopg.Error:
-                logger.debug("closing the LISTEN connection failed", exc_info=True)
+        self.listener.close()
 
 
 def _receipt(message: ReceivedMessage) -> tuple[int, str]:

@@ -1,0 +1,94 @@
+"""The PostgreSQL queue's wake-up: a ``LISTEN`` connection per queue.
+
+Senders wake waiting consumers with ``NOTIFY taskclaim.<queue>`` (a trigger
+on ``taskclaim.message``, and ``settle.sql`` for retries due at once). A
+waiting ``receive()`` listens on its own connection, outside Django's, so
+the wait holds no transaction open and the queue's statements keep Django's
+connection. When ``LISTEN`` cannot work (a pooler in transaction mode, a
+connection that broke) the queue polls instead: a failure is logged once
+per connection and the next wait listens again.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from ...db.connections import separate_connection
+from ...logtext import printable
+
+__all__ = ["Listener"]
+
+logger = logging.getLogger(__name__)
+
+
+class Listener:
+    """``LISTEN`` on ``channel`` over a connection of Django database
+    ``database``, opened by the first :meth:`start`. ``alias`` and
+    ``poll_interval`` only word the warning when listening fails."""
+
+    def __init__(self, database: str, channel: str, *, alias: str, poll_interval: float) -> None:
+        self.database = database
+        self.channel = channel
+        self.alias = alias
+        self.poll_interval = poll_interval
+        self._connection: psycopg.Connection[Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"<Listener {self.channel!r} pid={self.backend_pid}>"
+
+    @property
+    def backend_pid(self) -> int | None:
+        """The server process of the listening connection, if one is open."""
+        connection = self._connection
+        if connection is None or connection.closed:
+            return None
+        return connection.info.backend_pid
+
+    def start(self) -> bool:
+        """Listens (again, if the connection broke); ``False`` when it
+        cannot, so the caller polls."""
+        if self._connection is not None and not self._connection.closed:
+            return True
+        self._connection = None
+        try:
+            connection = separate_connection(self.database)
+            connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+        except psycopg.Error as error:
+            self._failed(error)
+            return False
+        self._connection = connection
+        return True
+
+    def wait(self, seconds: float) -> bool:
+        """Waits up to ``seconds`` for a NOTIFY; ``False`` if the listening
+        connection broke (closed here; the caller polls instead)."""
+        connection = self._connection
+        assert connection is not None, "start() first"
+        try:
+            for _ in connection.notifies(timeout=seconds, stop_after=1):
+                pass
+        except psycopg.Error as error:
+            self._failed(error)
+            self.close()
+            return False
+        return True
+
+    def close(self) -> None:
+        """Closes the listening connection, if open."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            try:
+                connection.close()
+            except psycopg.Error:
+                logger.debug("closing the LISTEN connection failed", exc_info=True)
+
+    def _failed(self, error: psycopg.Error) -> None:
+        logger.warning(
+            "%s: cannot LISTEN (%s); polling every %s s",
+            *(printable(self.alias), type(error).__name__, self.poll_interval),
+            extra={"event": "queue.listen_failed", "queue": self.alias},
+        )
