@@ -26,24 +26,22 @@ is given), ``E014`` (unknown option).
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError
 
 from ..redaction import redacting_filter
 from . import options as opts
 from .base import MessageBatch, PartlySentError, QueueError, QueueStatus, ReceivedMessage
 from .options import Option, Problem, flag, http_url, integer, optional, secret, text
 from .remote import RemoteQueue, chunks
-from .sqs_wire import sqs_text, unwrap
+from .sqs_wire import Receipt, call_sqs, decode_message, failure, raise_partly_sent, sqs_text
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -73,14 +71,6 @@ OPTIONS = {
     "outbox": Option(flag, default=False),
 }
 _SECRETS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
-
-
-@dataclass(frozen=True)
-class Receipt:
-    """An SQS receipt handle and when it was received (``time.monotonic``)."""
-
-    handle: str
-    received_at: float
 
 
 class SQSQueue(RemoteQueue):
@@ -135,18 +125,7 @@ class SQSQueue(RemoteQueue):
         return self._client, config
 
     def _call(self, operation: str, call: Callable[..., Any], **kwargs: Any) -> Any:
-        try:
-            return call(**kwargs)
-        except ClientError as error:
-            details = error.response.get("Error", {})
-            code, message = unwrap(str(details.get("Code", "")), str(details.get("Message", "")))
-            raise QueueError(
-                self.redact(f"SQS queue {self.alias!r}: {operation}: {code}: {message}")
-            ) from error
-        except BotoCoreError as error:
-            raise QueueError(
-                self.redact(f"SQS queue {self.alias!r}: {operation}: {error}")
-            ) from error
+        return call_sqs(f"SQS queue {self.alias!r}", self.redact, operation, call, **kwargs)
 
     def status(self) -> QueueStatus:
         """``GetQueueAttributes``' approximate counts: visible (ready),
@@ -223,7 +202,7 @@ class SQSQueue(RemoteQueue):
                     raise
                 raise PartlySentError(str(error), unsent=range(start, len(encoded))) from error
             start += len(chunk)
-            self._raise_failed(response, later=range(start, len(encoded)))
+            raise_partly_sent(self.alias, response, later=range(start, len(encoded)))
 
     # Receiving and settling
 
@@ -247,7 +226,10 @@ class SQSQueue(RemoteQueue):
                 "ReceiveMessage", client.receive_message, WaitTimeSeconds=poll, **request
             )
             received_at = time.monotonic()
-            messages = [self._decode(item, received_at) for item in response.get("Messages", [])]
+            messages = [
+                decode_message(self.alias, item, received_at)
+                for item in response.get("Messages", [])
+            ]
             if messages or deadline - time.monotonic() <= 0:
                 return MessageBatch(self.alias, messages)
 
@@ -292,7 +274,7 @@ class SQSQueue(RemoteQueue):
                     if entry.get("Code") == "MessageNotInflight":
                         stale += 1
                     else:
-                        failed.append(_failure(entry, messages))
+                        failed.append(failure(entry, messages))
         if stale:
             self._log_stale_settlements(stale, advice="raise visibility_timeout")
         if failed:
@@ -363,41 +345,3 @@ class SQSQueue(RemoteQueue):
         # SQS counts its 12-hour visibility limit from the receive.
         room = self.max_delay_seconds - math.ceil(now - receipt.received_at)
         return max(min(seconds, room), 0)
-
-    def _decode(self, item: dict[str, Any], received_at: float) -> ReceivedMessage:
-        raw = item.get("Body", "")
-        try:
-            body: Any = json.loads(raw)
-        except (ValueError, RecursionError) as error:  # too deep: malformed
-            body = raw
-            logger.warning(
-                "%s message %s is not JSON: %s",
-                self.alias,
-                item.get("MessageId"),
-                error,
-                extra={"event": "queue.body_undecodable", "queue": self.alias},
-            )
-        attempts = int(item.get("Attributes", {}).get("ApproximateReceiveCount", 1))
-        return ReceivedMessage(
-            body=body,
-            attempts=attempts,
-            receipt=Receipt(item["ReceiptHandle"], received_at),
-            id=str(item.get("MessageId", "")),
-        )
-
-    def _raise_failed(self, response: dict[str, Any], *, later: range) -> None:
-        """:class:`PartlySentError` for the entries of a ``SendMessageBatch``
-        that SQS refused, and the bodies of ``later`` calls not made."""
-        refused = response.get("Failed", [])
-        if refused:
-            reasons = "; ".join(
-                f"{e.get('Id')}: {e.get('Code')}: {e.get('Message')}" for e in refused
-            )
-            raise PartlySentError(
-                f"SQS queue {self.alias!r}: SendMessageBatch refused {reasons}",
-                unsent=sorted({int(entry["Id"]) for entry in refused} | set(later)),
-            )
-
-
-def _failure(entry: dict[str, Any], messages: Sequence[ReceivedMessage]) -> str:
-    return f"{messages[int(entry['Id'])].id}: {entry.get('Code')}: {entry.get('Message')}"

@@ -1,8 +1,22 @@
-"""How the SQS backend puts text on the wire and reads AWS's errors."""
+"""What the SQS backend sends and reads: bodies as SQS takes them, received
+messages and their receipts, and the errors AWS returns."""
 
 from __future__ import annotations
 
+import json
+import logging
 import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ..redaction import redacting_filter
+from .base import PartlySentError, QueueError, ReceivedMessage
+
+logger = logging.getLogger(__name__)
+logger.addFilter(redacting_filter)
 
 # Characters SQS refuses in a body; they can only occur inside JSON strings,
 # where a \\u escape denotes the same text.
@@ -14,6 +28,26 @@ def sqs_text(data: bytes) -> str:
     return _NOT_ALLOWED.sub(lambda match: f"\\u{ord(match[0]):04x}", data.decode("utf-8"))
 
 
+def call_sqs(
+    label: str,
+    redact: Callable[[str], str],
+    operation: str,
+    call: Callable[..., Any],
+    **kwargs: Any,
+) -> Any:
+    """``call(**kwargs)``, the boto3 method of SQS ``operation``; its errors
+    raised as :class:`QueueError` naming ``label`` and the operation,
+    passed through ``redact``."""
+    try:
+        return call(**kwargs)
+    except ClientError as error:
+        details = error.response.get("Error", {})
+        code, message = unwrap(str(details.get("Code", "")), str(details.get("Message", "")))
+        raise QueueError(redact(f"{label}: {operation}: {code}: {message}")) from error
+    except BotoCoreError as error:
+        raise QueueError(redact(f"{label}: {operation}: {error}")) from error
+
+
 def unwrap(code: str, message: str) -> tuple[str, str]:
     """Code and message of an error some servers send as an XML document."""
     if "<Code>" in message:
@@ -22,3 +56,53 @@ def unwrap(code: str, message: str) -> tuple[str, str]:
         code = found_code[1] if found_code else code
         message = found_message[1] if found_message else message
     return code, message
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """An SQS receipt handle and when it was received (``time.monotonic``)."""
+
+    handle: str
+    received_at: float
+
+
+def decode_message(alias: str, item: dict[str, Any], received_at: float) -> ReceivedMessage:
+    """The ``ReceiveMessage`` entry ``item`` of queue ``alias`` as a message;
+    a body that is not JSON is kept as its text (and logged) for the
+    consumer to count as malformed."""
+    raw = item.get("Body", "")
+    try:
+        body: Any = json.loads(raw)
+    except (ValueError, RecursionError) as error:  # too deep: malformed
+        body = raw
+        logger.warning(
+            "%s message %s is not JSON: %s",
+            alias,
+            item.get("MessageId"),
+            error,
+            extra={"event": "queue.body_undecodable", "queue": alias},
+        )
+    attempts = int(item.get("Attributes", {}).get("ApproximateReceiveCount", 1))
+    return ReceivedMessage(
+        body=body,
+        attempts=attempts,
+        receipt=Receipt(item["ReceiptHandle"], received_at),
+        id=str(item.get("MessageId", "")),
+    )
+
+
+def raise_partly_sent(alias: str, response: dict[str, Any], *, later: range) -> None:
+    """:class:`PartlySentError` for the entries of a ``SendMessageBatch``
+    that SQS refused, and the bodies of ``later`` calls not made."""
+    refused = response.get("Failed", [])
+    if refused:
+        reasons = "; ".join(f"{e.get('Id')}: {e.get('Code')}: {e.get('Message')}" for e in refused)
+        raise PartlySentError(
+            f"SQS queue {alias!r}: SendMessageBatch refused {reasons}",
+            unsent=sorted({int(entry["Id"]) for entry in refused} | set(later)),
+        )
+
+
+def failure(entry: dict[str, Any], messages: Sequence[ReceivedMessage]) -> str:
+    """One refused entry of a batch call over ``messages``, as text."""
+    return f"{messages[int(entry['Id'])].id}: {entry.get('Code')}: {entry.get('Message')}"
