@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterable
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -27,6 +26,7 @@ from django.db import DatabaseError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .db import statements
+from .db.connections import savepoint_if_in_atomic
 from .envelope import PLACEHOLDER_TOKEN, encode_json, message_body, validate_token
 from .logtext import printable
 from .queues.base import BaseQueue, ClaimStatement
@@ -273,7 +273,7 @@ def run_in_savepoint(alias: str, path: str, params: dict[str, Any]) -> list[tupl
     dropping a connection the failure broke."""
     connection = connections[alias]
     try:
-        with transaction.atomic(using=alias) if connection.in_atomic_block else nullcontext():
+        with savepoint_if_in_atomic(alias):
             return statements.run(alias, path, params)
     except Exception:
         discard_broken_connection(connection)

@@ -31,7 +31,6 @@ import inspect
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
@@ -48,6 +47,7 @@ from .claims import (
 )
 from .conf import app_settings
 from .consumed import Batch, ConsumeSummary, Message, Outcome
+from .db.connections import savepoint_if_in_atomic
 from .envelope import Envelope, parse_body
 from .logtext import printable
 from .queues.base import ReceivedMessage
@@ -259,7 +259,9 @@ class Consumer(MessageConsumer):
         """Holds or releases the message's claim as decided; logs a failure."""
         alias = self.alias
         try:
-            with _savepoint_if_in_atomic(alias):
+            # Only in a TestCase's own atomic block (consuming refuses a
+            # transaction): a failed claim write must not abort the test's.
+            with savepoint_if_in_atomic(alias):
                 if decision.ack:
                     release_task(found.key, found.claim, using=alias)
                 else:
@@ -340,11 +342,3 @@ def describe_error(error: BaseException) -> str:
 
 async def _wait(awaitable: Awaitable[object]) -> None:
     await awaitable
-
-
-def _savepoint_if_in_atomic(alias: str) -> AbstractContextManager[object]:
-    # Only reachable inside a TestCase's own atomic block: a savepoint keeps
-    # a failed claim write from aborting the test's transaction.
-    if connections[alias].in_atomic_block:
-        return transaction.atomic(using=alias)
-    return nullcontext()

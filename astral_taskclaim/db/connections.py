@@ -1,5 +1,6 @@
 """Separate psycopg connections with the settings of a Django database,
-and dropping this thread's Django connections after a database error.
+dropping this thread's Django connections after a database error, and a
+savepoint around a statement that may fail inside the caller's transaction.
 
 Some work cannot share Django's connection: LISTEN must outlive
 transactions, pg_cron lives in another database of the same server, and
@@ -9,10 +10,11 @@ the async functions need connections of their own on the event loop.
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import psycopg
-from django.db import connections
+from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 logger = logging.getLogger(__name__)
@@ -51,3 +53,12 @@ def close_connections() -> None:
             connections[alias].close()
         except Exception:
             logger.debug("closing connection %s failed", alias, exc_info=True)
+
+
+def savepoint_if_in_atomic(alias: str) -> AbstractContextManager[object]:
+    """A savepoint on ``alias`` inside an atomic block, so a statement that
+    fails leaves the caller's transaction usable; nothing in autocommit,
+    where the statement is a transaction of its own."""
+    if connections[alias].in_atomic_block:
+        return transaction.atomic(using=alias)
+    return nullcontext()

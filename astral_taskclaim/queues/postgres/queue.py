@@ -43,17 +43,17 @@ default 60), ``poll_interval`` (seconds, default 2), ``listen`` (default
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from django.db import DatabaseError, DataError, IntegrityError, connections, transaction
+from django.db import DatabaseError, DataError, IntegrityError, connections
 
 from ...conf import app_settings
 from ...db import statements
+from ...db.connections import savepoint_if_in_atomic
 from ...envelope import decode_body
 from .. import options as opts
 from ..base import (
@@ -210,7 +210,7 @@ class PostgresQueue(BaseQueue):
                 "relaxed": relaxed,
             }
             try:
-                with self._statement_alone():
+                with savepoint_if_in_atomic(self.database):
                     rows += self._execute("queue/receive.sql", params, prepare=True)
                 break
             except (DataError, IntegrityError):
@@ -233,26 +233,16 @@ class PostgresQueue(BaseQueue):
         set_aside = False
         for (id_,) in self._execute("queue/due_ids.sql", params):
             try:
-                with self._statement_alone():
+                with savepoint_if_in_atomic(self.database):
                     leased += self._execute("queue/receive.sql", {**params, "only": id_})
             except (DataError, IntegrityError) as error:
                 self._quarantine(id_, error)
                 set_aside = True
         return leased, set_aside
 
-    @contextlib.contextmanager
-    def _statement_alone(self) -> Iterator[None]:
-        """A savepoint inside the caller's transaction, so a failed statement
-        leaves it usable; nothing in autocommit, where it is its own."""
-        if connections[self.database].in_atomic_block:
-            with transaction.atomic(using=self.database):
-                yield
-        else:
-            yield
-
     def _quarantine(self, id_: int, error: DatabaseError) -> None:
         try:
-            with self._statement_alone():
+            with savepoint_if_in_atomic(self.database):
                 self._execute("queue/quarantine.sql", {"id": id_})
             where = "parked with visible_at 'infinity'"
         except DatabaseError:
