@@ -33,6 +33,7 @@ from ..consume import Consumer, ConsumeSummary, Message, MessageConsumer, Outcom
 from ..envelope import parse_body
 from ..queues import queues
 from ..tasks import ClaimedTask, requested_retry_after_ms
+from ..validation import max_retries_problem
 from . import results
 from .compat import (
     TaskContext,
@@ -111,11 +112,11 @@ class _RunnerConsumer(MessageConsumer):
         except LookupError as error:
             results.fail(refuse.alias, found.claim, results.error_of(error), final=True)
             return refuse.consume_one(message, summary)
-        retries = payload.get("maxRetries", getattr(task, "max_retries", None))
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            retries = None
+        # The run's own retry count, else the backend's (a bad one too).
+        max_retries = payload.get("maxRetries", getattr(task, "max_retries", None))
+        if max_retries is None or max_retries_problem(max_retries) is not None:
+            max_retries = self.runner.max_retries
         attempt = _Attempt(task, found.claim, refuse.alias, payload)
-        max_retries = self.runner.max_retries if retries is None else retries
         options = TaskOptions(_accept, attempt.run, max_retries, requested_retry_after_ms)
         outcome = refuse.for_task(options).consume_one(message, summary)
         attempt.record(outcome)
