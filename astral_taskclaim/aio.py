@@ -55,6 +55,7 @@ from .claims import (
 )
 from .db.aio_pool import aclose_pools, pool
 from .envelope import PLACEHOLDER_TOKEN, encode_json, message_body
+from .logtext import printable
 from .queues.base import BaseQueue
 from .validation import validate_key, validate_window
 
@@ -177,7 +178,7 @@ async def _claim_then_send(
                 logger,
                 queue,
                 "task %s: send failed, then releasing its claim failed; key claimed for the window",
-                key,
+                printable(key),
                 key=key,
             )
         raise

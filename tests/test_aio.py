@@ -4,6 +4,7 @@ its sync namesake's semantics, run on event loops of their own."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -17,6 +18,7 @@ from astral_taskclaim import (
     aclaim_task,
     aenqueue_claimed,
     ahold_task,
+    aio,
     arelease_task,
     claim_task,
 )
@@ -249,6 +251,24 @@ def test_aenqueue_releases_the_claim_when_the_send_fails() -> None:
     with pytest.raises(ConnectionError, match="queue down"):
         run(aenqueue_claimed(queue, "k", {}, window_seconds=60))
     assert claims() == {}
+
+
+def test_a_key_with_a_newline_is_escaped_when_the_release_after_a_failed_send_fails(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def release_fails(*args: object, **kwargs: object) -> None:
+        raise ProgrammingError("permission denied for table claim")
+
+    monkeypatch.setattr(aio, "arelease_task", release_fails)
+    caplog.set_level(logging.ERROR, logger="astral_taskclaim")
+    queue = RecordingQueue(fail=ConnectionError("queue down"))
+    with pytest.raises(ConnectionError, match="queue down"):
+        run(aenqueue_claimed(queue, "a\nERROR forged", {}, window_seconds=60))
+    [record] = [r for r in caplog.records if getattr(r, "event", None)]
+    assert record.event == "queue.claim_release_failed"  # type: ignore[attr-defined]
+    assert record.getMessage().startswith("task a\\nERROR forged: send failed")
+    assert record.key == "a\nERROR forged"  # type: ignore[attr-defined]
+    assert "a\nERROR forged" in claims()  # claimed for the window
 
 
 def test_aenqueue_on_the_memory_queue_sends_one_message_per_key() -> None:
