@@ -15,26 +15,31 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from .aio import aclaim_task, aenqueue_claimed, ahold_task, arelease_task
-    from .bulk import claim_tasks, enqueue_claimed_many
-    from .claims import claim_task, enqueue_claimed, hold_task, release_task
-    from .consume import consume_claimed
-    from .retry import retry_delay_seconds
+    from astral_taskclaim.claims.async_api import (
+        aclaim_task,
+        aenqueue_claimed,
+        ahold_task,
+        arelease_task,
+    )
+    from astral_taskclaim.claims.bulk import claim_tasks, enqueue_claimed_many
+    from astral_taskclaim.claims.claim import claim_task, enqueue_claimed, hold_task, release_task
+    from astral_taskclaim.consumer.consume import consume_claimed
+    from astral_taskclaim.consumer.retry import retry_delay_seconds
 
 # Public name → the module defining it.
 _EXPORTS = {
-    "aclaim_task": "aio",
-    "aenqueue_claimed": "aio",
-    "ahold_task": "aio",
-    "arelease_task": "aio",
-    "claim_task": "claims",
-    "claim_tasks": "bulk",
-    "enqueue_claimed_many": "bulk",
-    "hold_task": "claims",
-    "release_task": "claims",
-    "enqueue_claimed": "claims",
-    "consume_claimed": "consume",
-    "retry_delay_seconds": "retry",
+    "aclaim_task": "claims.async_api",
+    "aenqueue_claimed": "claims.async_api",
+    "ahold_task": "claims.async_api",
+    "arelease_task": "claims.async_api",
+    "claim_task": "claims.claim",
+    "claim_tasks": "claims.bulk",
+    "enqueue_claimed_many": "claims.bulk",
+    "hold_task": "claims.claim",
+    "release_task": "claims.claim",
+    "enqueue_claimed": "claims.claim",
+    "consume_claimed": "consumer.consume",
+    "retry_delay_seconds": "consumer.retry",
 }
 
 __all__ = [

@@ -17,15 +17,15 @@ class TaskClaimConfig(AppConfig):
     def ready(self) -> None:
         # Imported here, not at the top: these modules use the models and
         # settings, which Django loads after it has imported this AppConfig.
-        from . import checks  # noqa: F401  (registers the system checks)
-        from .functions import register_lookups
+        from astral_taskclaim import checks  # noqa: F401  (registers the system checks)
+        from astral_taskclaim.functions import register_lookups
 
         register_lookups()
         # Registers the claimed tasks of every installed app's tasks module.
-        from .tasks import autodiscover
+        from astral_taskclaim.tasks import autodiscover
 
         autodiscover()
         # Django Tasks backends of the app register their queues' runners.
-        from .tasks_backend import connect_backends
+        from astral_taskclaim.tasks_backend import connect_backends
 
         connect_backends()

@@ -46,14 +46,14 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .conf import app_settings
-from .db import roles
-from .db.cron import has_cleanup_job
-from .fields import DbSlugField
-from .functions import Slug
-from .migrated import advice, missing_tables
-from .queues import check_queue
-from .tasks import registry
+from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.core.not_migrated import advice, missing_tables
+from astral_taskclaim.db import roles
+from astral_taskclaim.db.cron import has_cleanup_job
+from astral_taskclaim.fields import DbSlugField
+from astral_taskclaim.functions import Slug
+from astral_taskclaim.queues import check_queue
+from astral_taskclaim.tasks import registry
 
 MIN_SERVER_VERSION = 140000
 NATIVE_SLUG_VERSION = 170000

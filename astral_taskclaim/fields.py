@@ -36,7 +36,7 @@ from django.core import checks
 from django.db import models
 from django.db.models.signals import post_save
 
-from .functions import Slug
+from astral_taskclaim.functions import Slug
 
 # Django 6.0 added RETURNING to the UPDATE of save() for fields whose value is
 # an expression; before it, the computed slug must be read back.

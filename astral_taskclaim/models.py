@@ -14,10 +14,10 @@ from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from .db.tables import SqlOwnedModel
-from .fields import LoadableDateTimeField
-from .queues.postgres.models import QueueMessage, QueueMessageQuerySet
-from .tasks_backend.models import StoredTaskResult
+from astral_taskclaim.db.sql_owned import SqlOwnedModel
+from astral_taskclaim.fields import LoadableDateTimeField
+from astral_taskclaim.queues.postgres.models import QueueMessage, QueueMessageQuerySet
+from astral_taskclaim.tasks_backend.models import StoredTaskResult
 
 __all__ = ["Claim", "ClaimQuerySet", "QueueMessage", "QueueMessageQuerySet", "StoredTaskResult"]
 

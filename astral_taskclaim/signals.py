@@ -1,8 +1,8 @@
 """Signals sent while claimed tasks run, for metrics, tracing or alerts.
 
 Each is sent from one place, the per-message core
-:meth:`~astral_taskclaim.consume.Consumer.consume_one` (and so by
-:func:`~astral_taskclaim.consume.consume_claimed`, the worker, the
+:meth:`~astral_taskclaim.consumer.consume.Consumer.consume_one` (and so by
+:func:`~astral_taskclaim.consumer.consume.consume_claimed`, the worker, the
 ``consume_claimed`` command and the Django Tasks backend's runner), with the
 queue's name as ``sender`` and these keyword arguments:
 
@@ -34,7 +34,7 @@ from typing import Any
 
 from django.dispatch import Signal
 
-from .envelope import Envelope
+from astral_taskclaim.core.envelope import Envelope
 
 __all__ = ["task_finished", "task_gave_up", "task_retried", "task_started"]
 

@@ -31,11 +31,11 @@ from typing import Any, Generic, TypedDict, TypeVar, Unpack, overload
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import autodiscover_modules
 
-from .aio import aenqueue_claimed
-from .claims import enqueue_claimed
-from .consume import Consumer, ConsumeSummary, MessageConsumer, TaskOptions
-from .queues import MessageBatch, queues
-from .validation import validate_max_retries, validate_window
+from astral_taskclaim.claims.async_api import aenqueue_claimed
+from astral_taskclaim.claims.claim import enqueue_claimed
+from astral_taskclaim.consumer.consume import Consumer, ConsumeSummary, MessageConsumer, TaskOptions
+from astral_taskclaim.core.validation import validate_max_retries, validate_window
+from astral_taskclaim.queues import MessageBatch, queues
 
 T = TypeVar("T")
 

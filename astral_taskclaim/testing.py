@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 
 from django.db import connections, transaction
 
-from .claims import resolve_alias
-from .db.statements import Connector
+from astral_taskclaim.claims.claim import resolve_alias
+from astral_taskclaim.db.statements import Connector
 
 T = TypeVar("T")
 

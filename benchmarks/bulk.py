@@ -34,7 +34,7 @@ ENQUEUE_FLOOR_SQL = (
 def run(ctx: Context, *, keys: int = 20_000, batch: int = BATCH) -> list[Row]:
     from django.db import connection
 
-    from astral_taskclaim.bulk import claim_tasks, enqueue_claimed_many
+    from astral_taskclaim.claims.bulk import claim_tasks, enqueue_claimed_many
     from astral_taskclaim.queues import queues
 
     batch = max(1, min(batch, ctx.size(keys)))

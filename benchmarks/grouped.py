@@ -8,10 +8,10 @@ keys as fast as they can is bounded by one round trip per trigger and
 thread. :class:`ClaimGroup` lifts that bound: a thread calling
 :meth:`ClaimGroup.claim` while another thread's statement is in flight
 waits for it to finish, and then one of the waiting threads claims every
-key that gathered meanwhile in one :func:`~astral_taskclaim.bulk.claim_tasks`
+key that gathered meanwhile in one :func:`~astral_taskclaim.claims.bulk.claim_tasks`
 statement (on its own connection) and hands each caller its answer.
 
-The answers are exactly those of :func:`~astral_taskclaim.claims.claim_task`
+The answers are exactly those of :func:`~astral_taskclaim.claims.claim.claim_task`
 made in the order the calls joined the group: a call's key is looked up by
 a statement that starts after the call was made, so a claim another process
 released, or one that expired, before the call is always seen; and of two
@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 
 from django.db import connections
 
-from astral_taskclaim.bulk import claim_tasks
-from astral_taskclaim.claims import claim_task, in_transaction, resolve_alias
-from astral_taskclaim.validation import validate_key, validate_window
+from astral_taskclaim.claims.bulk import claim_tasks
+from astral_taskclaim.claims.claim import claim_task, in_transaction, resolve_alias
+from astral_taskclaim.core.validation import validate_key, validate_window
 
 __all__ = ["ClaimGroup"]
 

@@ -39,8 +39,8 @@ def _measure(raw: Any, action: Any) -> tuple[int, dict[str, int]]:
 def run(ctx: Context, *, messages: int = 500) -> list[Row]:
     from django.db import connection
 
-    from astral_taskclaim.bulk import enqueue_claimed_many
-    from astral_taskclaim.claims import enqueue_claimed
+    from astral_taskclaim.claims.bulk import enqueue_claimed_many
+    from astral_taskclaim.claims.claim import enqueue_claimed
     from astral_taskclaim.queues import queues
 
     with ctx.connect() as raw:

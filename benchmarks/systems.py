@@ -134,7 +134,7 @@ class System:
             return
         key = keys[0]
         if self.name == "astral-taskclaim":
-            from astral_taskclaim.claims import enqueue_claimed
+            from astral_taskclaim.claims.claim import enqueue_claimed
             from astral_taskclaim.queues import queues
 
             enqueue_claimed(queues[queue], key, {"k": key}, window_seconds=300)
@@ -154,7 +154,7 @@ class System:
 
     def _enqueue_many(self, keys: list[str], *, dedup: bool, queue: str) -> None:
         if self.name == "astral-taskclaim":
-            from astral_taskclaim.bulk import enqueue_claimed_many
+            from astral_taskclaim.claims.bulk import enqueue_claimed_many
             from astral_taskclaim.queues import queues
 
             enqueue_claimed_many(queues[queue], [(k, {"k": k}) for k in keys], window_seconds=300)

@@ -116,7 +116,7 @@ def consume(worker: Any) -> None:
 
 
 def run_demo(room_ids: list[int]) -> dict[str, Any]:
-    from astral_taskclaim.worker import Worker
+    from astral_taskclaim.worker.loop import Worker
 
     say(
         f"Firing {PRODUCERS * TRIGGERS_PER_PRODUCER:,} triggers at {len(room_ids)} rooms from "
@@ -164,7 +164,7 @@ def report(result: dict[str, Any]) -> None:
     from django.db.models import Max, Min
     from rooms.models import Room
 
-    from astral_taskclaim.conf import app_settings
+    from astral_taskclaim.core.conf import app_settings
 
     workers = result["workers"]
     ok = sum(w.stats.ok for w in workers)
@@ -200,7 +200,7 @@ def django_tasks_demo() -> None:
     from django.db import connection
     from rooms.tasks import count_refreshed_rooms
 
-    from astral_taskclaim.worker import Worker
+    from astral_taskclaim.worker.loop import Worker
 
     ids: list[str] = []
 

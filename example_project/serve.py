@@ -32,7 +32,7 @@ def main() -> int:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    from astral_taskclaim.worker import Worker
+    from astral_taskclaim.worker.loop import Worker
 
     call_command("migrate", verbosity=0)
     if not get_user_model().objects.filter(username="demo").exists():

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import psycopg
 from django.db import connection
 
-from astral_taskclaim.aio import aclose_connections
+from astral_taskclaim.claims.async_api import aclose_connections
 from astral_taskclaim.db.connections import connection_params
 
 T = TypeVar("T")

@@ -24,13 +24,13 @@ FAST_MODULES = {
     "tests/queues/test_arguments.py",
     "tests/queues/test_base.py",
     "tests/queues/test_memory.py",
-    "tests/test_envelope.py",
+    "tests/core/test_envelope.py",
     "tests/test_imports.py",
     "tests/test_init.py",
-    "tests/test_logtext.py",
-    "tests/test_redaction.py",
-    "tests/test_retry.py",
-    "tests/test_validation.py",
+    "tests/core/test_logtext.py",
+    "tests/core/test_redaction.py",
+    "tests/consumer/test_retry.py",
+    "tests/core/test_validation.py",
 }
 
 

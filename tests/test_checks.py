@@ -93,7 +93,7 @@ def test_e006_malformed_setting(overrides: dict[str, object]) -> None:
     "config",
     [
         {"BACKEND": "no.such.Backend"},
-        {"BACKEND": "astral_taskclaim.conf.AppSettings"},
+        {"BACKEND": "astral_taskclaim.core.conf.AppSettings"},
         {"OPTIONS": {}},
         {"BACKEND": "astral_taskclaim.queues.base.BaseQueue", "OPTIONS": []},
     ],

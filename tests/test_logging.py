@@ -9,8 +9,8 @@ from astral_taskclaim.logging import JsonFormatter
 
 
 def record(**extra: object) -> logging.LogRecord:
-    made = logging.getLogger("astral_taskclaim.consume").makeRecord(
-        "astral_taskclaim.consume",
+    made = logging.getLogger("astral_taskclaim.consumer.consume").makeRecord(
+        "astral_taskclaim.consumer.consume",
         logging.INFO,
         __file__,
         1,
@@ -30,7 +30,7 @@ def test_extra_fields_are_top_level_keys() -> None:
     assert json.loads(line) == {
         "time": "1970-01-01T00:00:00.000+00:00",
         "level": "INFO",
-        "logger": "astral_taskclaim.consume",
+        "logger": "astral_taskclaim.consumer.consume",
         "message": "jobs task project:42 failed (attempt 1); retrying in 30 s",
         "event": "queue.task_retrying",
         "queue": "jobs",

@@ -12,7 +12,7 @@ from astral_taskclaim import claim_task, consume_claimed, signals
 from astral_taskclaim.queues.base import MessageBatch, ReceivedMessage
 from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.tasks import TaskRegistry
-from astral_taskclaim.worker import Worker
+from astral_taskclaim.worker.loop import Worker
 from tests.claimkit import claims
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from ..models import Claim, QueueMessage, StoredTaskResult
-from .claims import ClaimAdmin, ClaimStateFilter
-from .messages import QueueMessageAdmin
-from .results import TaskResultAdmin
+from astral_taskclaim.admin.claims import ClaimAdmin, ClaimStateFilter
+from astral_taskclaim.admin.messages import QueueMessageAdmin
+from astral_taskclaim.admin.results import TaskResultAdmin
+from astral_taskclaim.models import Claim, QueueMessage, StoredTaskResult
 
 __all__ = ["ClaimAdmin", "ClaimStateFilter", "QueueMessageAdmin", "TaskResultAdmin"]
 

@@ -22,16 +22,21 @@ from django.urls import URLPattern, path
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from ..conf import app_settings
-from ..models import Claim
-from . import views
-from .queries import (
+from astral_taskclaim.admin import views
+from astral_taskclaim.admin.queries import (
     LargeTableAdmin,
     ModelAdminOf,
     key_search,
     key_sorts_by_code_point,
 )
-from .times import relative_or_never, seconds_from_now, shown_time, with_safe_times
+from astral_taskclaim.admin.times import (
+    relative_or_never,
+    seconds_from_now,
+    shown_time,
+    with_safe_times,
+)
+from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.models import Claim
 
 logger = logging.getLogger(__name__)
 

@@ -27,16 +27,21 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from ..conf import app_settings
-from ..db.statements import Connector
-from ..models import QueueMessage
-from .queries import (
+from astral_taskclaim.admin.queries import (
     EXACT_COUNT_LIMIT,
     LargeTableAdmin,
     ModelAdminOf,
     estimated_count,
 )
-from .times import relative_or_never, seconds_from_now, shown_time, with_safe_times
+from astral_taskclaim.admin.times import (
+    relative_or_never,
+    seconds_from_now,
+    shown_time,
+    with_safe_times,
+)
+from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.db.statements import Connector
+from astral_taskclaim.models import QueueMessage
 
 logger = logging.getLogger(__name__)
 

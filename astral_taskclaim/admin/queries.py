@@ -24,7 +24,7 @@ from django.db import connections
 from django.db.models import Q, QuerySet
 from django.utils.translation import gettext
 
-from ..db.statements import Connector
+from astral_taskclaim.db.statements import Connector
 
 if TYPE_CHECKING:
     ModelAdminOf = admin.ModelAdmin

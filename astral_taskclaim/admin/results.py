@@ -23,10 +23,10 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from ..conf import app_settings
-from ..envelope import encode_json
-from ..tasks_backend.models import RunCancelled, StoredTaskResult
-from .queries import ModelAdminOf
+from astral_taskclaim.admin.queries import ModelAdminOf
+from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.core.envelope import encode_json
+from astral_taskclaim.tasks_backend.models import RunCancelled, StoredTaskResult
 
 CANCELLED = f"{RunCancelled.__module__}.{RunCancelled.__qualname__}"
 
@@ -134,7 +134,7 @@ class TaskResultAdmin(ModelAdminOf[StoredTaskResult]):
         """Enqueues each failed run's task again with its arguments."""
         # Imported here: Django's Tasks framework is optional (Django 6, or
         # django-tasks on 5.2), and the admin must load without it.
-        from ..tasks_backend.results import load_task
+        from astral_taskclaim.tasks_backend.results import load_task
 
         retried = 0
         for row in queryset.filter(status="FAILED"):

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from django.db import connections
 from django.utils.translation import gettext
 
-from ..db import sqlfiles
-from .chart import Chart, history_chart
+from astral_taskclaim.admin.chart import Chart, history_chart
+from astral_taskclaim.db import sqlfiles
 
 #: The outcomes, in their order from the axis up.
 OUTCOMES = ("succeeded", "retried", "failed")

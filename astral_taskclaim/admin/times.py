@@ -36,7 +36,7 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 from django.utils.translation import gettext
 
-from .queries import relative_time
+from astral_taskclaim.admin.queries import relative_time
 
 _M = TypeVar("_M", bound=Model)
 

@@ -21,14 +21,14 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from ..conf import app_settings
-from ..db.statements import Connector
-from ..models import Claim, QueueMessage, StoredTaskResult
-from ..queues.outbox import outbox_status
-from .chart import timeline_chart
-from .messages import queue_names
-from .queries import Count, estimated_count
-from .runs import RunChart, run_charts
+from astral_taskclaim.admin.chart import timeline_chart
+from astral_taskclaim.admin.messages import queue_names
+from astral_taskclaim.admin.queries import Count, estimated_count
+from astral_taskclaim.admin.runs import RunChart, run_charts
+from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.db.statements import Connector
+from astral_taskclaim.models import Claim, QueueMessage, StoredTaskResult
+from astral_taskclaim.queues.outbox import outbox_status
 
 logger = logging.getLogger(__name__)
 

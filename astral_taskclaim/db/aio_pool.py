@@ -22,7 +22,7 @@ restarted, or an idle timeout ended it) is run again on another one; any
 other error is raised as the ``django.db`` exception Django would raise.
 
 The pools hold no tasks or threads of their own, so nothing needs starting;
-:func:`aclose_pools` (``astral_taskclaim.aio.aclose_connections``) closes the
+:func:`aclose_pools` (``astral_taskclaim.claims.async_api.aclose_connections``) closes the
 current loop's connections, e.g. at ASGI lifespan shutdown.
 """
 
@@ -40,10 +40,10 @@ from django.db import connections
 from psycopg import IsolationLevel, sql
 from psycopg.pq import TransactionStatus
 
-from ..conf import app_settings
-from . import sqlfiles
-from .connections import connection_params
-from .statements import may_prepare
+from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.db import sqlfiles
+from astral_taskclaim.db.connections import connection_params
+from astral_taskclaim.db.statements import may_prepare
 
 logger = logging.getLogger(__name__)
 

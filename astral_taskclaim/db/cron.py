@@ -22,8 +22,8 @@ import psycopg
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
-from . import sqlfiles
-from .connections import separate_connection
+from astral_taskclaim.db import sqlfiles
+from astral_taskclaim.db.connections import separate_connection
 
 logger = logging.getLogger(__name__)
 

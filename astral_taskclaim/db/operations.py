@@ -16,8 +16,8 @@ from django.db import migrations
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.state import ProjectState
 
-from ..conf import app_settings
-from . import cron, roles, sqlfiles
+from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.db import cron, roles, sqlfiles
 
 # Short names keep Django's four-argument signatures on one line each.
 _Editor = BaseDatabaseSchemaEditor

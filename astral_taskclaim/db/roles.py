@@ -11,7 +11,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from psycopg import sql
 
-from ..conf import app_settings
+from astral_taskclaim.core.conf import app_settings
 
 
 def configured_roles() -> dict[str, str]:

@@ -45,9 +45,9 @@ from django.core.signals import setting_changed
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from ..conf import app_settings
-from ..migrated import explains_missing_tables
-from . import sqlfiles
+from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.core.not_migrated import explains_missing_tables
+from astral_taskclaim.db import sqlfiles
 
 __all__ = ["Connector", "configured_alias", "may_prepare", "run"]
 

@@ -14,7 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
-from ..migrated import NotMigratedError
+from astral_taskclaim.core.not_migrated import NotMigratedError
 
 
 def add_database_argument(parser: CommandParser) -> None:
@@ -36,7 +36,7 @@ def database_argument(options: dict[str, Any]) -> str | None:
 class AppCommand(BaseCommand):
     """A command of the app whose :meth:`run` does the work.
 
-    A database not migrated yet (:class:`~astral_taskclaim.migrated.NotMigratedError`)
+    A database not migrated yet (:class:`~astral_taskclaim.core.not_migrated.NotMigratedError`)
     or settings that cannot be used (``ImproperlyConfigured``) end the command
     with a ``CommandError`` carrying their message, not a traceback.
     """

@@ -13,9 +13,9 @@ from typing import Any, Generic, Protocol, TypeVar
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 
-from ..conf import app_settings
-from ..queues import BaseQueue, unknown_queue
-from ..shutdown import TwoStageStop
+from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.queues import BaseQueue, unknown_queue
+from astral_taskclaim.worker.shutdown import TwoStageStop
 
 #: Console log level by ``--verbosity``: 0 warnings, 1 a line per batch, 2+ debug.
 LEVELS = {0: logging.WARNING, 1: logging.INFO}

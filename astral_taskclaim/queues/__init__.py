@@ -25,8 +25,14 @@ from django.utils.connection import BaseConnectionHandler
 from django.utils.functional import cached_property
 from django.utils.module_loading import import_string
 
-from ..conf import app_settings
-from .base import BaseQueue, MessageBatch, QueueError, QueueStatus, ReceivedMessage
+from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.queues.base import (
+    BaseQueue,
+    MessageBatch,
+    QueueError,
+    QueueStatus,
+    ReceivedMessage,
+)
 
 __all__ = [
     "BaseQueue",

@@ -16,11 +16,11 @@ from typing import Any, ClassVar, Literal
 
 from django.core import checks
 
-from ..envelope import body_writer, encode_json, message_body
-from ..logtext import printable
-from ..validation import raise_misconfigured
-from .options import Option, Problem, Secret, parse_options
-from .options import delay_seconds as check_delay_seconds
+from astral_taskclaim.core.envelope import body_writer, encode_json, message_body
+from astral_taskclaim.core.logtext import printable
+from astral_taskclaim.core.validation import raise_misconfigured
+from astral_taskclaim.queues.options import Option, Problem, Secret, parse_options
+from astral_taskclaim.queues.options import delay_seconds as check_delay_seconds
 
 logger = logging.getLogger(__name__)
 

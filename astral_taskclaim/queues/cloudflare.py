@@ -34,13 +34,22 @@ from urllib.parse import quote
 
 import httpx
 
-from ..redaction import redacting_filter
-from . import cloudflare_api as api
-from . import options as opts
-from .base import MessageBatch, PartlySentError, QueueError, ReceivedMessage
-from .cloudflare_api import CloudflareError
-from .options import Option, Secret, flag, http_url, integer, number, secret, text
-from .remote import RemoteQueue, chunks
+from astral_taskclaim.core.redaction import redacting_filter
+from astral_taskclaim.queues import cloudflare_api as api
+from astral_taskclaim.queues import options as opts
+from astral_taskclaim.queues.base import MessageBatch, PartlySentError, QueueError, ReceivedMessage
+from astral_taskclaim.queues.cloudflare_api import CloudflareError
+from astral_taskclaim.queues.options import (
+    Option,
+    Secret,
+    flag,
+    http_url,
+    integer,
+    number,
+    secret,
+    text,
+)
+from astral_taskclaim.queues.remote import RemoteQueue, chunks
 
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from .base import QueueError
+from astral_taskclaim.queues.base import QueueError
 
 Redact = Callable[[str], str]
 

@@ -31,8 +31,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import options as opts
-from .base import MAX_DELAY_SECONDS, BaseQueue, MessageBatch, QueueStatus, ReceivedMessage
+from astral_taskclaim.queues import options as opts
+from astral_taskclaim.queues.base import (
+    MAX_DELAY_SECONDS,
+    BaseQueue,
+    MessageBatch,
+    QueueStatus,
+    ReceivedMessage,
+)
 
 DEFAULT_VISIBILITY_TIMEOUT = 60.0
 MAX_QUEUE_NAME_BYTES = 1024

@@ -38,7 +38,7 @@ from typing import Any
 
 from django.core import checks
 
-from ..redaction import REDACTED, redact
+from astral_taskclaim.core.redaction import REDACTED, redact
 
 REQUIRED: Any = object()
 """Default of an option that must be given."""

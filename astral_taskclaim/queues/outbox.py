@@ -6,7 +6,7 @@ its bulk and async forms) writes the claim and an outbox row in one
 statement of the claims database, so they commit together, with the
 caller's transaction when there is one, exactly as the PostgreSQL queue
 does; the queue's ``send``/``send_many`` write outbox rows through the same
-connection. A relay (:mod:`astral_taskclaim.relay`, run by ``manage.py
+connection. A relay (:mod:`astral_taskclaim.worker.relay`, run by ``manage.py
 taskclaim_relay``) then sends the rows to the service in batches and
 deletes them once the service accepted them.
 
@@ -25,9 +25,9 @@ from typing import Any
 
 from django.db import connections
 
-from ..conf import app_settings
-from ..db import statements
-from .base import ClaimStatement
+from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.db import statements
+from astral_taskclaim.queues.base import ClaimStatement
 
 #: Outbox depths are counted exactly up to this many rows.
 DEPTH_BOUND = 10_000

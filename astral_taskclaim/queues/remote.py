@@ -11,12 +11,12 @@ from abc import abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..conf import app_settings
-from ..redaction import redact
-from . import options as opts
-from . import outbox
-from .base import BaseQueue, ClaimStatement
-from .options import Problem, Secret
+from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.core.redaction import redact
+from astral_taskclaim.queues import options as opts
+from astral_taskclaim.queues import outbox
+from astral_taskclaim.queues.base import BaseQueue, ClaimStatement
+from astral_taskclaim.queues.options import Problem, Secret
 
 
 def chunks(

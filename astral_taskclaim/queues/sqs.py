@@ -36,12 +36,34 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError
 
-from ..redaction import redacting_filter
-from . import options as opts
-from .base import MessageBatch, PartlySentError, QueueError, QueueStatus, ReceivedMessage
-from .options import Option, Problem, flag, http_url, integer, optional, secret, text
-from .remote import RemoteQueue, chunks
-from .sqs_wire import Receipt, call_sqs, decode_message, failure, raise_partly_sent, sqs_text
+from astral_taskclaim.core.redaction import redacting_filter
+from astral_taskclaim.queues import options as opts
+from astral_taskclaim.queues.base import (
+    MessageBatch,
+    PartlySentError,
+    QueueError,
+    QueueStatus,
+    ReceivedMessage,
+)
+from astral_taskclaim.queues.options import (
+    Option,
+    Problem,
+    flag,
+    http_url,
+    integer,
+    optional,
+    secret,
+    text,
+)
+from astral_taskclaim.queues.remote import RemoteQueue, chunks
+from astral_taskclaim.queues.sqs_wire import (
+    Receipt,
+    call_sqs,
+    decode_message,
+    failure,
+    raise_partly_sent,
+    sqs_text,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient

@@ -12,8 +12,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..redaction import redacting_filter
-from .base import PartlySentError, QueueError, ReceivedMessage
+from astral_taskclaim.core.redaction import redacting_filter
+from astral_taskclaim.queues.base import PartlySentError, QueueError, ReceivedMessage
 
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)

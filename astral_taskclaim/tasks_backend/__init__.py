@@ -14,8 +14,8 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 if TYPE_CHECKING:
-    from .backend import ClaimTaskBackend
-    from .task import ClaimTask
+    from astral_taskclaim.tasks_backend.backend import ClaimTaskBackend
+    from astral_taskclaim.tasks_backend.task import ClaimTask
 
 __all__ = ["ClaimTask", "ClaimTaskBackend"]
 
@@ -23,11 +23,11 @@ __all__ = ["ClaimTask", "ClaimTaskBackend"]
 def __getattr__(name: str) -> Any:
     # Imported on first use: both need Django's Tasks framework (optional).
     if name == "ClaimTaskBackend":
-        from .backend import ClaimTaskBackend
+        from astral_taskclaim.tasks_backend.backend import ClaimTaskBackend
 
         return ClaimTaskBackend
     if name == "ClaimTask":
-        from .task import ClaimTask
+        from astral_taskclaim.tasks_backend.task import ClaimTask
 
         return ClaimTask
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -41,8 +41,8 @@ def connect_backends() -> None:
     if not isinstance(configured, dict):
         return
     try:
-        from .backend import ClaimTaskBackend
-        from .compat import task_backends
+        from astral_taskclaim.tasks_backend.backend import ClaimTaskBackend
+        from astral_taskclaim.tasks_backend.compat import task_backends
     except ImportError:  # neither Django 6 nor django-tasks: no backend of ours
         return
     for alias, config in configured.items():

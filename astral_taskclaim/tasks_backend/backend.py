@@ -29,16 +29,16 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, transaction
 
-from ..aio import async_write_alias
-from ..claims import enqueue_claimed, in_transaction
-from ..conf import app_settings
-from ..db import statements
-from ..queues import BaseQueue, check_queue, queues
-from ..queues.postgres import PostgresQueue
-from ..tasks import registry
-from ..validation import max_retries_problem, raise_misconfigured
-from . import native, results
-from .compat import (
+from astral_taskclaim.claims.async_api import async_write_alias
+from astral_taskclaim.claims.claim import enqueue_claimed, in_transaction
+from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.core.validation import max_retries_problem, raise_misconfigured
+from astral_taskclaim.db import statements
+from astral_taskclaim.queues import BaseQueue, check_queue, queues
+from astral_taskclaim.queues.postgres import PostgresQueue
+from astral_taskclaim.tasks import registry
+from astral_taskclaim.tasks_backend import async_enqueue, results
+from astral_taskclaim.tasks_backend.compat import (
     BaseTaskBackend,
     InvalidTask,
     TaskResultDoesNotExist,
@@ -46,9 +46,9 @@ from .compat import (
     normalize_json,
     task_enqueued,
 )
-from .runner import TaskRunner
-from .sending import ENQUEUE_TRIES, RecordingSender, RunRequest
-from .task import ClaimTask, coalescing_key, validate_options
+from astral_taskclaim.tasks_backend.runner import TaskRunner
+from astral_taskclaim.tasks_backend.sending import ENQUEUE_TRIES, RecordingSender, RunRequest
+from astral_taskclaim.tasks_backend.task import ClaimTask, coalescing_key, validate_options
 
 OPTIONS = frozenset({"queue", "queues", "max_retries"})
 DEFAULT_MAX_RETRIES = 3
@@ -182,7 +182,7 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
     async def aenqueue(self, task: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
         """:meth:`enqueue` for async code, with the same checks and results,
         its statements run natively on the event loop
-        (:mod:`~astral_taskclaim.aio`'s connections): on the PostgreSQL
+        (:mod:`~astral_taskclaim.claims.async_api`'s connections): on the PostgreSQL
         queue, claim, message and result row in one statement.
 
         It commits on its own, so inside ``transaction.atomic()`` it raises
@@ -193,9 +193,11 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
         database = async_write_alias(None, "aenqueue")
         in_database = _in_claims_database(queue, database)
         if in_database is not None:
-            enqueued_at, holder = await native.aenqueue_in_database(in_database, database, request)
+            enqueued_at, holder = await async_enqueue.aenqueue_in_database(
+                in_database, database, request
+            )
         else:
-            enqueued_at, holder = await native.aenqueue_elsewhere(queue, database, request)
+            enqueued_at, holder = await async_enqueue.aenqueue_elsewhere(queue, database, request)
         if holder is not None:
             try:
                 return results.to_task_result(await results.afetch(database, holder))

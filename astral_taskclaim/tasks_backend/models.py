@@ -8,7 +8,7 @@ from typing import Any
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from ..db.tables import SqlOwnedModel
+from astral_taskclaim.db.sql_owned import SqlOwnedModel
 
 #: Django's ``TaskResultStatus`` values, without importing the framework
 #: (this model loads on a Django 5.2 project without ``django-tasks``).

@@ -23,9 +23,9 @@ from django.db import connections
 from django.utils.dateparse import parse_datetime
 from django.utils.module_loading import import_string
 
-from ..db import statements
-from ..db.aio_pool import pool
-from .compat import (
+from astral_taskclaim.db import statements
+from astral_taskclaim.db.aio_pool import pool
+from astral_taskclaim.tasks_backend.compat import (
     Task,
     TaskError,
     TaskResult,
@@ -33,7 +33,7 @@ from .compat import (
     TaskResultStatus,
     set_return_value,
 )
-from .models import StoredTaskResult
+from astral_taskclaim.tasks_backend.models import StoredTaskResult
 
 #: The columns ``tasks/result.sql`` selects, in order.
 RESULT_COLUMNS = (

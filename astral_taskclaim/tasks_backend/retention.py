@@ -19,10 +19,10 @@ import psycopg
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
-from ..conf import app_settings
-from ..db import sqlfiles
-from ..db.connections import separate_connection
-from ..db.operations import ClaimsDatabaseOperation
+from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.db import sqlfiles
+from astral_taskclaim.db.connections import separate_connection
+from astral_taskclaim.db.operations import ClaimsDatabaseOperation
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 
 A :class:`TaskRunner` is registered like any ``@claimed_task``, under the
 queue's alias, so ``manage.py consume_claimed QUEUE`` and
-:class:`~astral_taskclaim.worker.Worker` run Django Tasks with the same
+:class:`~astral_taskclaim.worker.loop.Worker` run Django Tasks with the same
 retries, two-stage shutdown and reconnects. Each message goes through
 ``Consumer.consume_one`` (which decides ack, retry or give-up and writes the
 claim); the runner records the attempt and its outcome in
@@ -29,13 +29,20 @@ from typing import Any
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from ..consume import Consumer, ConsumeSummary, Message, MessageConsumer, Outcome, TaskOptions
-from ..envelope import parse_body
-from ..queues import queues
-from ..tasks import ClaimedTask, requested_retry_after_ms
-from ..validation import max_retries_problem
-from . import results
-from .compat import (
+from astral_taskclaim.consumer.consume import (
+    Consumer,
+    ConsumeSummary,
+    Message,
+    MessageConsumer,
+    Outcome,
+    TaskOptions,
+)
+from astral_taskclaim.core.envelope import parse_body
+from astral_taskclaim.core.validation import max_retries_problem
+from astral_taskclaim.queues import queues
+from astral_taskclaim.tasks import ClaimedTask, requested_retry_after_ms
+from astral_taskclaim.tasks_backend import results
+from astral_taskclaim.tasks_backend.compat import (
     TaskContext,
     TaskResultStatus,
     normalize_json,

@@ -12,11 +12,11 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from ..db import statements
-from ..envelope import message_body
-from ..queues import BaseQueue
-from ..queues.postgres import PostgresQueue
-from .results import compact_json
+from astral_taskclaim.core.envelope import message_body
+from astral_taskclaim.db import statements
+from astral_taskclaim.queues import BaseQueue
+from astral_taskclaim.queues.postgres import PostgresQueue
+from astral_taskclaim.tasks_backend.results import compact_json
 
 logger = logging.getLogger(__name__)
 

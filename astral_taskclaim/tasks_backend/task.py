@@ -25,8 +25,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from ..validation import MAX_KEY_BYTES, max_retries_problem, validate_key, validate_seconds
-from .compat import InvalidTask, Task
+from astral_taskclaim.core.validation import (
+    MAX_KEY_BYTES,
+    max_retries_problem,
+    validate_key,
+    validate_seconds,
+)
+from astral_taskclaim.tasks_backend.compat import InvalidTask, Task
 
 #: ``key``: a fixed key, or a function of the task's arguments returning one.
 KeySource = str | Callable[..., str]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.db import DatabaseError, connection, transaction
 
-from astral_taskclaim.claims import claim_task
+from astral_taskclaim.claims.claim import claim_task
 from benchmarks.grouped import ClaimGroup
 from tests.claimkit import (
     claims,

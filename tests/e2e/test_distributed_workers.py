@@ -22,7 +22,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import pytest
 from django.db import connection
 
-from astral_taskclaim.claims import enqueue_claimed
+from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.queues.base import BaseQueue
 from astral_taskclaim.queues.cloudflare import CloudflareQueue
 from astral_taskclaim.queues.sqs import SQSQueue

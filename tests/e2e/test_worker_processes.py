@@ -20,7 +20,7 @@ import psycopg
 import pytest
 from django.db import connection, connections
 
-from astral_taskclaim.claims import enqueue_claimed
+from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.testing import lock_waiters
 from tests.claimkit import raw_connection

@@ -12,7 +12,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 
-from astral_taskclaim.claims import enqueue_claimed
+from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import ClaimedTask, registry
 from tests.queues.postgres.pgqueue import bodies

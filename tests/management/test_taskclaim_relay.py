@@ -17,9 +17,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 
-from astral_taskclaim.bulk import enqueue_claimed_many
+from astral_taskclaim.claims.bulk import enqueue_claimed_many
 from astral_taskclaim.queues import create_queue
-from astral_taskclaim.relay import Relay
+from astral_taskclaim.worker.relay import Relay
 from tests.claimkit import raw_connection, until
 from tests.queues.cloudflare_server import CloudflareQueuesServer
 from tests.queues.servers import CloudflareOutbox

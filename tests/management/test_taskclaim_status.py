@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.test import override_settings
 
-from astral_taskclaim.claims import enqueue_claimed
+from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.queues.base import BaseQueue
 from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.queues.postgres import PostgresQueue

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from astral_taskclaim.bulk import enqueue_claimed_many
+from astral_taskclaim.claims.bulk import enqueue_claimed_many
 from astral_taskclaim.queues.base import PartlySentError
 from astral_taskclaim.queues.cloudflare import CloudflareError, CloudflareQueue
 from tests.claimkit import claims

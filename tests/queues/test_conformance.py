@@ -290,7 +290,7 @@ def test_an_extended_lease_keeps_the_message_past_its_visibility_timeout(
 def test_a_lease_taken_by_another_delivery_is_not_extended(queue: BaseQueue) -> None:
     # SQS itself may accept an earlier receipt handle on a standard queue
     # (moto always does): there the worker's LeaseKeeper does not extend a
-    # lease it knows has run out (tests/test_lease_keeper.py).
+    # lease it knows has run out (tests/worker/test_leases.py).
     if not queue.supports_lease_extension or isinstance(queue, SQSQueue):
         return
     queue.send({"n": 1})

@@ -15,16 +15,16 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from astral_taskclaim.aio import aenqueue_claimed
-from astral_taskclaim.bulk import enqueue_claimed_many
-from astral_taskclaim.claims import enqueue_claimed
+from astral_taskclaim.claims.async_api import aenqueue_claimed
+from astral_taskclaim.claims.bulk import enqueue_claimed_many
+from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.queues import create_queue
 from astral_taskclaim.queues.cloudflare import CloudflareQueue
 from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.queues.outbox import DEPTH_BOUND, outbox_status
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.queues.sqs import SQSQueue
-from astral_taskclaim.relay import Relay
+from astral_taskclaim.worker.relay import Relay
 from tests.claimkit import claims
 
 from .cloudflare_server import CloudflareQueuesServer

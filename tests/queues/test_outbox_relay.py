@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from astral_taskclaim.bulk import enqueue_claimed_many
+from astral_taskclaim.claims.bulk import enqueue_claimed_many
 from astral_taskclaim.queues import create_queue
-from astral_taskclaim.relay import Relay
+from astral_taskclaim.worker.relay import Relay
 from tests.claimkit import raw_connection
 
 from .cloudflare_server import CloudflareQueuesServer

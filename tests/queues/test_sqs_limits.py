@@ -12,7 +12,7 @@ import pytest
 from botocore.stub import Stubber
 from botocore.validate import ParamValidator
 
-from astral_taskclaim.bulk import enqueue_claimed_many
+from astral_taskclaim.claims.bulk import enqueue_claimed_many
 from astral_taskclaim.queues.base import BaseQueue, PartlySentError, ReceivedMessage
 from astral_taskclaim.queues.sqs import Receipt, SQSQueue
 from tests.claimkit import claims

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 
 from django.db import connection, transaction
 
-from astral_taskclaim.claims import claim_task, hold_task, release_task
+from astral_taskclaim.claims.claim import claim_task, hold_task, release_task
 
 
 @dataclass(frozen=True)

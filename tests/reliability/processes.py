@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 from django.db import connection
 
-from astral_taskclaim.claims import enqueue_claimed
+from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.claimkit import raw_connection
 from tests.reliability.workerapp.tasks import CHANNEL, RUNS_TABLE

@@ -29,7 +29,7 @@ from psycopg import sql
 
 from astral_taskclaim.queues.base import BaseQueue
 from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
-from astral_taskclaim.worker import Worker
+from astral_taskclaim.worker.loop import Worker
 from tests.claimkit import raw_connection
 
 STRESS = os.environ.get("TASKCLAIM_STRESS") == "1"

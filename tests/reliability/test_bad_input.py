@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-from astral_taskclaim.bulk import claim_tasks, enqueue_claimed_many
-from astral_taskclaim.claims import claim_task, enqueue_claimed, hold_task, release_task
-from astral_taskclaim.consume import consume_claimed
-from astral_taskclaim.maintenance import delete_expired, scrub
+from astral_taskclaim.claims.bulk import claim_tasks, enqueue_claimed_many
+from astral_taskclaim.claims.claim import claim_task, enqueue_claimed, hold_task, release_task
+from astral_taskclaim.claims.maintenance import delete_expired, scrub
+from astral_taskclaim.consumer.consume import consume_claimed
+from astral_taskclaim.consumer.retry import retry_delay_seconds
 from astral_taskclaim.queues.base import BaseQueue
 from astral_taskclaim.queues.memory import MemoryQueue
-from astral_taskclaim.retry import retry_delay_seconds
 from astral_taskclaim.tasks import ClaimedTask, RetryAfter, TaskRegistry
-from astral_taskclaim.worker import Worker
+from astral_taskclaim.worker.loop import Worker
 from tests.reliability.badinput import (
     HUGE,
     SURROGATE,

@@ -13,8 +13,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from astral_taskclaim.checks import check_queues, check_settings
-from astral_taskclaim.claims import enqueue_claimed
-from astral_taskclaim.consume import consume_claimed
+from astral_taskclaim.claims.claim import enqueue_claimed
+from astral_taskclaim.consumer.consume import consume_claimed
 from astral_taskclaim.queues import create_queue
 from tests.reliability.badinput import QUEUE, batch, rejected
 

@@ -36,8 +36,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from astral_taskclaim.claims import claim_task, hold_task, release_task
-from astral_taskclaim.envelope import is_token
+from astral_taskclaim.claims.claim import claim_task, hold_task, release_task
+from astral_taskclaim.core.envelope import is_token
 from tests.claimkit import claims
 from tests.reliability.audit import Write, claimed_windows, overlaps, writes
 from tests.reliability.claimer import Attempt, hammer

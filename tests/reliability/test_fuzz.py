@@ -24,8 +24,8 @@ from django.db import connection
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from astral_taskclaim.claims import enqueue_claimed
-from astral_taskclaim.consume import consume_claimed
+from astral_taskclaim.claims.claim import enqueue_claimed
+from astral_taskclaim.consumer.consume import consume_claimed
 from astral_taskclaim.queues.base import BaseQueue, MessageBatch, ReceivedMessage
 from astral_taskclaim.queues.cloudflare import CloudflareQueue
 from astral_taskclaim.queues.postgres import PostgresQueue

@@ -22,13 +22,13 @@ import pytest
 from django.db import connections
 from moto.server import ThreadedMotoServer
 
-from astral_taskclaim.bulk import enqueue_claimed_many
-from astral_taskclaim.claims import enqueue_claimed
+from astral_taskclaim.claims.bulk import enqueue_claimed_many
+from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.queues.base import BaseQueue, QueueError
 from astral_taskclaim.queues.cloudflare import CloudflareQueue
 from astral_taskclaim.queues.sqs import SQSQueue
 from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
-from astral_taskclaim.worker import FIRST_BACKOFF, Worker
+from astral_taskclaim.worker.loop import FIRST_BACKOFF, Worker
 from tests.claimkit import claims
 from tests.queues.cloudflare_server import CloudflareQueuesServer
 from tests.queues.servers import MotoSQS

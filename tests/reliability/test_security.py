@@ -24,12 +24,12 @@ from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connections, transaction
 from psycopg import errors
 
-from astral_taskclaim.bulk import claim_tasks, enqueue_claimed_many
-from astral_taskclaim.claims import claim_task, enqueue_claimed, hold_task, release_task
-from astral_taskclaim.maintenance import scrub
+from astral_taskclaim.claims.bulk import claim_tasks, enqueue_claimed_many
+from astral_taskclaim.claims.claim import claim_task, enqueue_claimed, hold_task, release_task
+from astral_taskclaim.claims.maintenance import scrub
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
-from astral_taskclaim.worker import Worker
+from astral_taskclaim.worker.loop import Worker
 from tests.claimkit import claims
 from tests.reliability.support import AS_SERVICE, ROOT, SERVICE, record_figures, table_snapshot
 

@@ -27,14 +27,14 @@ import pytest
 from django.db import connections
 
 from astral_taskclaim.checks import check_queues
-from astral_taskclaim.claims import enqueue_claimed
+from astral_taskclaim.claims.claim import enqueue_claimed
+from astral_taskclaim.core.redaction import representations
 from astral_taskclaim.queues.base import BaseQueue
 from astral_taskclaim.queues.cloudflare import CloudflareQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.queues.sqs import SQSQueue
-from astral_taskclaim.redaction import representations
 from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
-from astral_taskclaim.worker import Worker
+from astral_taskclaim.worker.loop import Worker
 from tests.claimkit import raw_connection
 from tests.queues.cloudflare_server import CloudflareQueuesServer
 from tests.queues.servers import MotoSQS

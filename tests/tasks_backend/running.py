@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db import connection
 
-from astral_taskclaim.worker import Worker, WorkerStats
+from astral_taskclaim.worker.loop import Worker, WorkerStats
 
 
 def drain(*, batch_size: int = 10, max_messages: int | None = None) -> WorkerStats:

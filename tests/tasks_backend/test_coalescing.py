@@ -102,7 +102,7 @@ def test_a_remote_queue_coalesces_and_records_too(memory_backend: Any) -> None:
     assert jobs.refresh.enqueue(9).id == first.id
     assert len(memory_backend.entries) == 1
     assert jobs.refresh.get_result(first.id).status == TaskResultStatus.READY
-    from astral_taskclaim.worker import Worker
+    from astral_taskclaim.worker.loop import Worker
 
     Worker("mem", wait=0, burst=True).run()
     assert jobs.refresh.get_result(first.id).return_value == 9

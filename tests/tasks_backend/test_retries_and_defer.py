@@ -112,7 +112,7 @@ def test_remote_queues_carry_long_delays_in_hops_of_their_longest_delay() -> Non
         [entry] = store.entries.values()
         assert entry.visible_at == 43_200  # the 12-hour limit
         clock[0] = 43_200
-        from astral_taskclaim.worker import Worker
+        from astral_taskclaim.worker.loop import Worker
 
         stats = Worker("mem", wait=0, burst=True).run()
         assert stats.received == 1

@@ -7,11 +7,11 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 from django.db import DatabaseError
 
-from ...conf import app_settings
-from ...migrated import NotMigratedError, ensure_migrated
-from ...queues import QueueError
-from ...worker import TaskRun, Worker
-from ..loop import QueueLoopCommand
+from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.core.not_migrated import NotMigratedError, ensure_migrated
+from astral_taskclaim.management.loop import QueueLoopCommand
+from astral_taskclaim.queues import QueueError
+from astral_taskclaim.worker.loop import TaskRun, Worker
 
 
 class Command(QueueLoopCommand[Worker]):
@@ -94,7 +94,7 @@ def _ensure_migrated(worker: Worker) -> None:
 
 def _serve_metrics(worker: Worker, port: int) -> None:
     try:  # metrics needs prometheus_client, an optional extra: imported on demand
-        from ...metrics import serve, worker_registry
+        from astral_taskclaim.worker.metrics import serve, worker_registry
     except ImportError as error:
         raise CommandError(str(error)) from error
     registry, on_run = worker_registry(worker)

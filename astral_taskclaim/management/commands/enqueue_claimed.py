@@ -20,15 +20,15 @@ from typing import IO, Any
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ...bulk import enqueue_claimed_many
-from ...claims import enqueue_claimed
-from ...conf import app_settings
-from ...envelope import PLACEHOLDER_TOKEN, message_body
-from ...logtext import printable
-from ...queues import BaseQueue, create_queue, unknown_queue
-from ...tasks import registry
-from ...validation import check_encodes, validate_key, validate_seconds
-from ..base import add_database_argument, database_argument
+from astral_taskclaim.claims.bulk import enqueue_claimed_many
+from astral_taskclaim.claims.claim import enqueue_claimed
+from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, message_body
+from astral_taskclaim.core.logtext import printable
+from astral_taskclaim.core.validation import check_encodes, validate_key, validate_seconds
+from astral_taskclaim.management.base import add_database_argument, database_argument
+from astral_taskclaim.queues import BaseQueue, create_queue, unknown_queue
+from astral_taskclaim.tasks import registry
 
 #: Exit status when KEY is already claimed (nothing was sent).
 ALREADY_CLAIMED = 3

@@ -8,10 +8,10 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 from django.db import connections
 
-from ...conf import app_settings
-from ...db import cron
-from ...maintenance import delete_expired
-from ..base import AppCommand, add_database_argument, database_argument
+from astral_taskclaim.claims.maintenance import delete_expired
+from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.db import cron
+from astral_taskclaim.management.base import AppCommand, add_database_argument, database_argument
 
 
 class Command(AppCommand):

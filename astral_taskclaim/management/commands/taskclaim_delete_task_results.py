@@ -7,9 +7,9 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 from django.db import connections
 
-from ...conf import app_settings
-from ...tasks_backend.retention import delete_old_results, schedule_job
-from ..base import AppCommand
+from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.management.base import AppCommand
+from astral_taskclaim.tasks_backend.retention import delete_old_results, schedule_job
 
 
 class Command(AppCommand):

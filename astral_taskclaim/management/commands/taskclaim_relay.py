@@ -1,5 +1,5 @@
 """``manage.py taskclaim_relay QUEUE``: sends a remote queue's outbox rows to
-its service (see :mod:`astral_taskclaim.relay`)."""
+its service (see :mod:`astral_taskclaim.worker.relay`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from ...relay import FIRST_BACKOFF, MAX_BACKOFF, POLL_INTERVAL, Relay
-from ..loop import QueueLoopCommand
+from astral_taskclaim.management.loop import QueueLoopCommand
+from astral_taskclaim.worker.relay import FIRST_BACKOFF, MAX_BACKOFF, POLL_INTERVAL, Relay
 
 
 class Command(QueueLoopCommand[Relay]):

@@ -6,9 +6,9 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from ...conf import app_settings
-from ...maintenance import scrub
-from ..base import AppCommand, add_database_argument, database_argument
+from astral_taskclaim.claims.maintenance import scrub
+from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.management.base import AppCommand, add_database_argument, database_argument
 
 
 class Command(AppCommand):

@@ -7,8 +7,8 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from ...status import collect
-from ..base import AppCommand
+from astral_taskclaim.claims.status import collect
+from astral_taskclaim.management.base import AppCommand
 
 COLUMNS = ("ready", "delayed", "leased", "oldest_age_seconds")
 

@@ -9,6 +9,6 @@ Configured as ``astral_taskclaim.queues.postgres.PostgresQueue``.
 
 from __future__ import annotations
 
-from .queue import PostgresQueue
+from astral_taskclaim.queues.postgres.queue import PostgresQueue
 
 __all__ = ["PostgresQueue"]

@@ -17,8 +17,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from ...db.connections import separate_connection
-from ...logtext import printable
+from astral_taskclaim.core.logtext import printable
+from astral_taskclaim.db.connections import separate_connection
 
 __all__ = ["Listener"]
 

@@ -15,8 +15,8 @@ from django.db import models
 from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy as _
 
-from ...db.tables import SqlOwnedModel
-from ...fields import LoadableDateTimeField
+from astral_taskclaim.db.sql_owned import SqlOwnedModel
+from astral_taskclaim.fields import LoadableDateTimeField
 
 
 class QueueMessageQuerySet(models.QuerySet["QueueMessage"]):

@@ -51,12 +51,12 @@ from typing import Any
 
 from django.db import DatabaseError, DataError, IntegrityError, connections
 
-from ...conf import app_settings
-from ...db import statements
-from ...db.connections import savepoint_if_in_atomic
-from ...envelope import decode_body
-from .. import options as opts
-from ..base import (
+from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.core.envelope import decode_body
+from astral_taskclaim.db import statements
+from astral_taskclaim.db.connections import savepoint_if_in_atomic
+from astral_taskclaim.queues import options as opts
+from astral_taskclaim.queues.base import (
     MAX_DELAY_SECONDS,
     BaseQueue,
     ClaimStatement,
@@ -64,7 +64,7 @@ from ..base import (
     QueueStatus,
     ReceivedMessage,
 )
-from .listener import Listener
+from astral_taskclaim.queues.postgres.listener import Listener
 
 logger = logging.getLogger(__name__)
 

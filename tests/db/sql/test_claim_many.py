@@ -16,7 +16,7 @@ import pytest
 from django.db import OperationalError, connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
-from astral_taskclaim.bulk import claim_tasks
+from astral_taskclaim.claims.bulk import claim_tasks
 from astral_taskclaim.db import sqlfiles
 from astral_taskclaim.testing import HeldTransaction, hold_transaction
 from tests.claimkit import (
@@ -129,7 +129,7 @@ def test_a_call_waiting_on_an_expired_key_holds_no_later_key() -> None:
 def test_a_key_inserted_by_another_session_meanwhile_is_left_to_it(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="astral_taskclaim.bulk")
+    caplog.set_level(logging.DEBUG, logger="astral_taskclaim.claims.bulk")
     with (
         hold_transaction(inserting("contested")) as held,
         claiming_behind(held, ["a", "contested", "b"]) as result,
@@ -146,7 +146,7 @@ def test_a_key_inserted_by_another_session_meanwhile_is_left_to_it(
 def test_a_rolled_back_insert_meanwhile_leaves_the_key_to_the_plain_insert(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="astral_taskclaim.bulk")
+    caplog.set_level(logging.DEBUG, logger="astral_taskclaim.claims.bulk")
     with (
         hold_transaction(inserting("contested", commit=False)) as held,
         claiming_behind(held, ["a", "contested"]) as result,

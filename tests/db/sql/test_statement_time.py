@@ -13,7 +13,7 @@ import pytest
 from django.db import connection, transaction
 
 from astral_taskclaim import claim_task, claim_tasks, enqueue_claimed, enqueue_claimed_many
-from astral_taskclaim.claims import hold_task
+from astral_taskclaim.claims.claim import hold_task
 from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.claimkit import (
     raw_connection,

@@ -15,7 +15,7 @@ from django.db import connection, connections, transaction
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.queues.postgres.models import QueueMessage
 from astral_taskclaim.tasks import TaskRegistry
-from astral_taskclaim.worker import Worker, WorkerStats
+from astral_taskclaim.worker.loop import Worker, WorkerStats
 
 from .pgqueue import MakeQueue
 

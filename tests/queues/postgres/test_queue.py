@@ -11,7 +11,7 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from astral_taskclaim.claims import enqueue_claimed
+from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.queues import ReceivedMessage
 from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.claimkit import claims

@@ -1,0 +1,62 @@
+"""What the app's claims and queues hold right now, for people and scripts.
+
+:func:`collect` gathers, per ``TASKCLAIM_QUEUES`` alias, what its backend's
+:meth:`~astral_taskclaim.queues.BaseQueue.status` knows (ready, delayed and
+leased messages, the oldest message's age), and the claims in force and
+expired in ``TASKCLAIM_DATABASE``, and the rows waiting in each
+queue's transactional outbox. ``manage.py taskclaim_status`` prints
+it; the Prometheus metrics read it too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.core.not_migrated import ensure_migrated
+from astral_taskclaim.db import statements
+from astral_taskclaim.queues import QueueError, create_queue
+from astral_taskclaim.queues.outbox import outbox_status
+
+
+def claim_counts(alias: str | None = None) -> dict[str, int]:
+    """``{"active": n, "expired": n}`` claims in database ``alias`` (default:
+    ``TASKCLAIM_DATABASE``); :class:`~astral_taskclaim.core.not_migrated.NotMigratedError`
+    before ``migrate``."""
+    alias = alias or app_settings.DATABASE
+    ensure_migrated(alias)
+    active, expired = statements.run(alias, "taskclaim/claim_counts.sql", {})[0]
+    return {"active": active, "expired": expired}
+
+
+def queue_status(alias: str) -> dict[str, Any]:
+    """The status of queue ``alias`` as a JSON-ready dict: its backend class,
+    the :class:`~astral_taskclaim.queues.QueueStatus` fields, and ``error``
+    (``None``, or why the backend could not be asked)."""
+    queue = create_queue(alias)
+    found: dict[str, Any] = {"backend": type(queue).__name__}
+    try:
+        found.update(asdict(queue.status()), error=None)
+    except QueueError as error:
+        found.update(error=str(error))
+    finally:
+        queue.close()
+    return found
+
+
+def collect() -> dict[str, Any]:
+    """Claims and every configured queue (see the module docstring)."""
+    alias = app_settings.DATABASE
+    return {
+        "claims": {"database": alias, **claim_counts(alias)},
+        "queues": {name: queue_status(name) for name in app_settings.QUEUES},
+        "outboxes": {
+            found.queue: {
+                "depth": found.depth,
+                "depth_exact": found.depth_exact,
+                "oldest_seconds": found.oldest_seconds,
+            }
+            for found in outbox_status(using=alias)
+        },
+    }

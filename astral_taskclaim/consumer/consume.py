@@ -1,0 +1,344 @@
+"""Consuming claimed-task messages: run, retry with backoff, give up.
+
+The core is per message: :meth:`Consumer.consume_one` runs one message's
+task, writes its claim (hold or release) and then settles the message with
+``ack()`` or ``retry(delay_seconds=...)``, adding the outcome to a
+:class:`ConsumeSummary`. :func:`consume_claimed` goes through a batch with
+it; the worker calls it for each message it runs and settles the batch with
+the queue afterwards. It logs on the ``astral_taskclaim.consumer.consume`` logger;
+every record's ``extra`` has ``event`` and ``queue``, and ``key`` and
+``attempts`` where they are known:
+
+==================================  =======  ========================================
+Event                               Level    When
+==================================  =======  ========================================
+``queue.message_malformed``         warning  The body is not a claimed-task envelope.
+``queue.task_unparseable``          warning  ``parse`` returned ``None`` or raised.
+``queue.task_retrying``             info     ``run`` failed; a retry is due.
+``queue.task_failed``               error    ``run`` failed for the last time.
+``queue.claim_hold_failed``         error    Holding the claim for a retry failed.
+``queue.claim_release_failed``      error    Releasing the claim failed.
+==================================  =======  ========================================
+
+:meth:`Consumer.consume_one` sends the signals of
+:mod:`~astral_taskclaim.signals` around each run; it is the only place that
+sends them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple, TypeVar
+
+from asgiref.sync import async_to_sync
+from django.db import connections, transaction
+
+from astral_taskclaim import signals
+from astral_taskclaim.claims.claim import (
+    discard_broken_connection,
+    hold_task,
+    in_transaction,
+    release_task,
+    resolve_alias,
+)
+from astral_taskclaim.consumer.retry import requested_wait_ms, retry_delay_seconds
+from astral_taskclaim.consumer.summary import Batch, ConsumeSummary, Message, Outcome
+from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.core.envelope import Envelope, parse_body
+from astral_taskclaim.core.logtext import printable
+from astral_taskclaim.core.redaction import redacting_filter
+from astral_taskclaim.core.validation import validate_max_retries
+from astral_taskclaim.db.connections import savepoint_if_in_atomic
+from astral_taskclaim.queues.base import ReceivedMessage
+
+__all__ = [
+    "Batch",
+    "ConsumeSummary",
+    "Consumer",
+    "Message",
+    "MessageConsumer",
+    "Outcome",
+    "TaskOptions",
+    "consume_claimed",
+    "retry_delay_seconds",
+]
+
+logger = logging.getLogger(__name__)
+logger.addFilter(redacting_filter)
+
+T = TypeVar("T")
+
+
+class MessageConsumer(ABC):
+    """Consumes one queue's messages one at a time (what a worker calls);
+    :meth:`consume` goes through a batch."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def consume_one(self, message: Message, summary: ConsumeSummary) -> Outcome:
+        """Runs and settles ``message`` of queue ``summary.queue``; adds its
+        outcome to ``summary`` and returns it."""
+
+    def consume(self, batch: Batch) -> ConsumeSummary:
+        """Consumes the batch's messages in order; what became of them."""
+        summary = ConsumeSummary(queue=batch.queue)
+        consume_one = self.consume_one
+        for message in batch.messages:
+            consume_one(message, summary)
+        return summary
+
+
+@dataclass(frozen=True)
+class _Decision:
+    outcome: Outcome
+    ack: bool
+    release: bool = False
+    delay_seconds: float = 0
+    error: str | None = None
+
+
+_OK = _Decision("ok", ack=True)
+_UNPARSEABLE = _Decision("unparseable", ack=True, release=True)
+_GAVE_UP = _Decision("failed", ack=True, release=True)
+
+
+class TaskOptions(NamedTuple):
+    """A task's options, as :func:`consume_claimed` takes them."""
+
+    parse: Callable[[Any], Any]
+    run: Callable[[Any], object]
+    max_retries: int
+    retry_after_ms: Callable[[BaseException], object] | None = None
+
+
+def _checked(options: TaskOptions) -> TaskOptions:
+    validate_max_retries(options.max_retries)
+    for name, function in (("parse", options.parse), ("run", options.run)):
+        if not callable(function):
+            raise TypeError(f"{name} must be callable, got {type(function).__name__}")
+    if options.retry_after_ms is not None and not callable(options.retry_after_ms):
+        kind = type(options.retry_after_ms).__name__
+        raise TypeError(f"retry_after_ms must be callable, got {kind}")
+    return options
+
+
+@dataclass(frozen=True, slots=True)
+class Consumer(MessageConsumer):
+    """A task's options (see :func:`consume_claimed`) on database alias
+    ``alias`` with delay scale ``scale``. Made with :meth:`create` once per
+    batch, so settings are read there and not per message."""
+
+    parse: Callable[[Any], Any]
+    run: Callable[[Any], object]
+    max_retries: int
+    retry_after_ms: Callable[[BaseException], object] | None
+    alias: str
+    scale: float
+
+    @classmethod
+    def create(cls, options: TaskOptions, *, using: str | None = None) -> Consumer:
+        """Checks ``options`` and that ``using`` is in no transaction (raising
+        as :func:`consume_claimed` does); reads ``TASKCLAIM_DELAY_SCALE``."""
+        _checked(options)
+        alias = resolve_alias(using)
+        if in_transaction(connections[alias]):
+            raise transaction.TransactionManagementError(
+                "consume_claimed() cannot run inside a transaction: each claim write must "
+                "commit before its message is settled."
+            )
+        return cls(*options, alias=alias, scale=app_settings.DELAY_SCALE)
+
+    def for_task(self, options: TaskOptions) -> Consumer:
+        """This consumer with another task's options, for a consumer that
+        picks the task per message (settings are not read again)."""
+        return Consumer(*_checked(options), alias=self.alias, scale=self.scale)
+
+    def consume_one(self, message: Message, summary: ConsumeSummary) -> Outcome:
+        """Runs ``message``'s task, writes its claim, then settles it (see
+        :func:`consume_claimed`); adds the outcome to ``summary``."""
+        queue = summary.queue
+        found = parse_body(message.body)
+        if found is None:
+            logger.warning(
+                "%s message is not a claimed task; acked",
+                printable(queue),
+                extra={"event": "queue.message_malformed", "queue": queue},
+            )
+            message.ack()
+            summary.malformed += 1
+            return "malformed"
+        decision = self._attempt(queue, found, message.attempts, summary)
+        if decision.release or not decision.ack:
+            self._write_claim(queue, found, decision, summary)
+        if decision.ack:
+            message.ack()
+        else:
+            message.retry(delay_seconds=decision.delay_seconds)
+            if isinstance(message, ReceivedMessage):
+                message.last_error = decision.error
+        return decision.outcome
+
+    def _attempt(
+        self, queue: str, found: Envelope, attempts: int, summary: ConsumeSummary
+    ) -> _Decision:
+        """Parses and runs one task: what to do with its message and claim."""
+        try:
+            task = self.parse(found.task)
+        except Exception:
+            return self._unparseable(queue, found, summary, exc_info=True)
+        if task is None:
+            return self._unparseable(queue, found, summary, exc_info=None)
+        signals.send(signals.task_started, queue, found, attempts, task)
+        try:
+            result = self.run(task)
+            if result is not None and inspect.isawaitable(result):
+                async_to_sync(_wait)(result)
+        except Exception as error:
+            # Escaped only here: a run that returns logs nothing.
+            shown = (printable(queue), printable(found.key))
+            extra = {"queue": queue, "key": found.key, "attempts": attempts}
+            if attempts <= self.max_retries:
+                wait = requested_wait_ms(self.retry_after_ms, error)
+                # A backend counting from 0 would make the schedule raise; count from 1.
+                delay = retry_delay_seconds(max(attempts, 1), wait)
+                # Scale 1 (the default) keeps the TypeScript package's whole seconds exactly.
+                scaled = delay if self.scale == 1.0 else round(delay * self.scale, 3)
+                logger.info(
+                    "%s task %s failed (attempt %d); retrying in %s s",
+                    *(*shown, attempts, scaled),
+                    exc_info=True,
+                    extra={"event": "queue.task_retrying", **extra},
+                )
+                summary.retried += 1
+                summary.retry_delays.append(scaled)
+                signals.send(
+                    signals.task_retried,
+                    queue,
+                    found,
+                    attempts,
+                    task,
+                    error=error,
+                    delay_seconds=scaled,
+                )
+                return _Decision(
+                    "retried", ack=False, delay_seconds=scaled, error=describe_error(error)
+                )
+            logger.error(
+                "%s task %s failed after %d attempt%s",
+                *(*shown, attempts, "" if attempts == 1 else "s"),
+                exc_info=True,
+                extra={"event": "queue.task_failed", **extra},
+            )
+            summary.failed += 1
+            signals.send(signals.task_gave_up, queue, found, attempts, task, error=error)
+            return _GAVE_UP
+        summary.ok += 1
+        signals.send(signals.task_finished, queue, found, attempts, task)
+        return _OK
+
+    def _unparseable(
+        self, queue: str, found: Envelope, summary: ConsumeSummary, *, exc_info: bool | None
+    ) -> _Decision:
+        logger.warning(
+            "%s task %s is unparseable; claim released, acked",
+            *(printable(queue), printable(found.key)),
+            exc_info=exc_info,
+            extra={"event": "queue.task_unparseable", "queue": queue, "key": found.key},
+        )
+        summary.unparseable += 1
+        return _UNPARSEABLE
+
+    def _write_claim(
+        self, queue: str, found: Envelope, decision: _Decision, summary: ConsumeSummary
+    ) -> None:
+        """Holds or releases the message's claim as decided; logs a failure."""
+        alias = self.alias
+        try:
+            # Only in a TestCase's own atomic block (consuming refuses a
+            # transaction): a failed claim write must not abort the test's.
+            with savepoint_if_in_atomic(alias):
+                if decision.ack:
+                    release_task(found.key, found.claim, using=alias)
+                else:
+                    hold_task(
+                        found.key,
+                        found.claim,
+                        delay_seconds=decision.delay_seconds,
+                        window_seconds=found.window_seconds,
+                        using=alias,
+                    )
+        except Exception:
+            summary.claim_write_failures += 1
+            if decision.ack:
+                event, text = "queue.claim_release_failed", "release failed; acked, key claimed"
+            else:
+                event, text = "queue.claim_hold_failed", "hold failed; retrying"
+            logger.error(
+                "%s task %s: claim %s",
+                *(printable(queue), printable(found.key), text),
+                exc_info=True,
+                extra={"event": event, "queue": queue, "key": found.key},
+            )
+            discard_broken_connection(connections[alias])
+
+
+def consume_claimed(
+    batch: Batch,
+    *,
+    parse: Callable[[Any], T | None],
+    run: Callable[[T], object],
+    max_retries: int,
+    retry_after_ms: Callable[[BaseException], object] | None = None,
+    using: str | None = None,
+) -> ConsumeSummary:
+    """Runs a batch of claimed tasks, in order, and decides each message.
+
+    - A body that is not an envelope is logged and acked; no claim is touched.
+      That includes a body whose key or window no claim function accepts
+      (an empty key, one with NUL or over 1024 UTF-8 bytes, a window of
+      1e300 seconds): its claim cannot exist (see
+      :func:`~astral_taskclaim.core.envelope.parse_body`).
+    - ``parse(task)`` returning ``None`` or raising: logged, claim released, acked.
+    - ``run(task)`` returning: acked; the claim is kept to the end of its
+      window, so triggers inside the window coalesce. (``run`` may return an
+      awaitable, which is awaited.) ``run`` must be idempotent: delivery is
+      at least once.
+    - ``run`` raising with ``attempts <= max_retries``: retried after
+      :func:`retry_delay_seconds` (with ``retry_after_ms(exception)``; a
+      raising ``retry_after_ms`` counts as none), times
+      ``TASKCLAIM_DELAY_SCALE``; the claim is held by its token through the
+      delay and one more window.
+    - ``run`` raising for the last time: logged with the attempt count,
+      claim released (if still ours), acked.
+
+    A failed claim write is logged and the message is settled as decided (a
+    failed hold still retries, a failed release still acks); the batch goes
+    on. Each claim write commits before its message is settled, so this
+    raises ``TransactionManagementError`` inside ``transaction.atomic()``.
+    ``max_retries`` other than an int from 0 raises ``ValueError`` before
+    any message is touched. Only ``Exception`` counts as a failure;
+    ``KeyboardInterrupt`` and ``SystemExit`` propagate.
+
+    Each message goes through :meth:`Consumer.consume_one`, as in the worker.
+    """
+    options = TaskOptions(parse, run, max_retries, retry_after_ms)
+    return Consumer.create(options, using=using).consume(batch)
+
+
+#: Longest error text kept with a queued message.
+MAX_ERROR_CHARS = 2000
+
+
+def describe_error(error: BaseException) -> str:
+    """``ExceptionClass: message``, cut to :data:`MAX_ERROR_CHARS`."""
+    text = f"{type(error).__qualname__}: {error}" if str(error) else type(error).__qualname__
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
+
+
+async def _wait(awaitable: Awaitable[object]) -> None:
+    await awaitable

@@ -1,0 +1,129 @@
+"""What consuming takes and gives: the :class:`Message` and :class:`Batch`
+it settles, each message's :data:`Outcome` (and, in a worker, its
+:class:`TaskRun`), and the counters of many in a :class:`ConsumeSummary`,
+the one way they are printed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, Self
+
+__all__ = ["Batch", "ConsumeSummary", "Message", "Outcome", "TaskRun"]
+
+#: What became of one message: the :class:`ConsumeSummary` counter it adds to.
+Outcome = Literal["ok", "retried", "failed", "malformed", "unparseable"]
+
+
+class Message(Protocol):
+    """A delivered message, as :func:`consume_claimed` settles it."""
+
+    @property
+    def body(self) -> Any: ...
+
+    @property
+    def attempts(self) -> int:
+        """Deliveries so far, this one included: 1 on the first."""
+
+    def ack(self) -> None: ...
+
+    def retry(self, *, delay_seconds: float = ...) -> None: ...
+
+
+class Batch(Protocol):
+    """A received batch: the queue's name and its messages, in order."""
+
+    @property
+    def queue(self) -> str: ...
+
+    @property
+    def messages(self) -> Sequence[Message]: ...
+
+
+@dataclass
+class ConsumeSummary:
+    """What was done with the messages of one queue: a batch's, or (as
+    :class:`~astral_taskclaim.worker.loop.WorkerStats`) a worker's so far."""
+
+    queue: str
+    ok: int = 0
+    retried: int = 0
+    failed: int = 0
+    malformed: int = 0
+    unparseable: int = 0
+    claim_write_failures: int = 0
+    #: Messages received but handed back unrun (a stop or a database error
+    #: part way through a batch), visible again at once.
+    returned: int = 0
+    #: The delay of each retry, in seconds, after ``TASKCLAIM_DELAY_SCALE``.
+    retry_delays: list[float] = field(default_factory=list)
+
+    @property
+    def messages(self) -> int:
+        """Messages settled (each counts once: ok, retried, failed,
+        malformed or unparseable)."""
+        return self.ok + self.retried + self.failed + self.malformed + self.unparseable
+
+    def merge(self, other: ConsumeSummary) -> Self:
+        """Adds the counters and retry delays of ``other``; returns ``self``."""
+        self.ok += other.ok
+        self.retried += other.retried
+        self.failed += other.failed
+        self.malformed += other.malformed
+        self.unparseable += other.unparseable
+        self.claim_write_failures += other.claim_write_failures
+        self.returned += other.returned
+        self.retry_delays.extend(other.retry_delays)
+        return self
+
+    def counts(self) -> str:
+        """``"1 ok, 0 retried, 0 failed, 0 malformed, 0 unparseable"``, and
+        failed claim writes if any: the outcomes as every line prints them."""
+        text = (
+            f"{self.ok} ok, {self.retried} retried, {self.failed} failed, "
+            f"{self.malformed} malformed, {self.unparseable} unparseable"
+        )
+        if self.claim_write_failures:
+            text += f", {self.claim_write_failures} claim writes failed"
+        return text
+
+    def describe(self, handled: str) -> str:
+        """The one way counters are printed: ``"<queue>: <handled>, 1 ok, ..."``
+        (``handled``: ``"5 messages"``), then messages returned unrun if any."""
+        text = f"{self.queue}: {handled}, {self.counts()}"
+        return f"{text}, {self.returned} returned unrun" if self.returned else text
+
+    def log_fields(self) -> dict[str, object]:
+        """The queue and the counters, as a log record's ``extra`` fields."""
+        return {
+            "queue": self.queue,
+            "ok": self.ok,
+            "retried": self.retried,
+            "failed": self.failed,
+            "malformed": self.malformed,
+            "unparseable": self.unparseable,
+            "claim_write_failures": self.claim_write_failures,
+            "returned": self.returned,
+        }
+
+    def __str__(self) -> str:
+        return self.describe(f"{self.messages} messages")
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """One message a worker ran: its key (``None`` for a body that is no
+    claimed task), its delivery count, the outcome (``ok``, ``retried``,
+    ``failed``, ``malformed`` or ``unparseable``) and how long it took."""
+
+    queue: str
+    key: str | None
+    attempt: int
+    outcome: Outcome
+    duration_seconds: float
+
+    def __str__(self) -> str:
+        return (
+            f"{self.queue}: {self.key} attempt {self.attempt}: {self.outcome} "
+            f"in {self.duration_seconds:.3f} s"
+        )

@@ -1,0 +1,242 @@
+"""The claimed-task message body: the one definition of the wire format.
+
+A claimed task travels as the compact JSON object
+``{"key": ..., "claim": ..., "windowSeconds": ..., "task": ...}``, fields in
+that order, UTF-8 text kept as it is and numbers strict (no NaN or
+Infinity): byte for byte what ``JSON.stringify`` gives a TypeScript
+producer, so producers and consumers of either package share a queue.
+
+Everything about that body lives here: the JSON encoding
+(:data:`JSON_ENCODER`, :func:`encode_json`), building it
+(:func:`message_body`, and :func:`body_writer` for bulk sends that already
+hold each task's JSON), the claim token (:data:`TOKEN_PATTERN`,
+:data:`PLACEHOLDER_TOKEN`), ``windowSeconds`` on the wire
+(:func:`wire_seconds`), and reading a received body back
+(:func:`decode_body`, :func:`parse_body`), which applies the same key and window rules as the
+claim functions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+from astral_taskclaim.core.validation import (
+    MAX_KEY_BYTES,
+    MAX_SECONDS,
+    validate_key,
+    validate_seconds,
+)
+
+#: The JSON encoding of message bodies: compact, UTF-8 text kept as it is,
+#: strict numbers.
+JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+# A claim token as the table stores it: a hyphenated UUID, in either case.
+# (Explicit ranges: re.IGNORECASE would also fold some non-ASCII letters.)
+TOKEN_PATTERN = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
+
+#: Stands in for the token in a body checked before its key is claimed:
+#: every token is this long, so the checked body is as big as the sent one.
+PLACEHOLDER_TOKEN = "00000000-0000-0000-0000-000000000000"  # noqa: S105  (a UUID, no secret)
+
+
+class NotJSONError(TypeError, ValueError):
+    """A value that does not encode as strict JSON (a type JSON lacks, NaN,
+    a circular reference, an object key that is not a ``str``). Both a
+    ``TypeError`` and a ``ValueError``, so code catching either sees it."""
+
+
+def is_token(value: object) -> TypeGuard[str]:
+    """Whether ``value`` is a claim token string: a hyphenated UUID, either case."""
+    return isinstance(value, str) and TOKEN_PATTERN.fullmatch(value) is not None
+
+
+def validate_token(token: object, *, name: str = "token") -> str:
+    """``token`` as a string if it is a claim token (a UUID)."""
+    if isinstance(token, uuid.UUID):
+        return str(token)
+    if not isinstance(token, str):
+        raise TypeError(f"{name} must be a UUID string, got {type(token).__name__}")
+    if not is_token(token):
+        raise ValueError(f"{name} must be a hyphenated UUID, got {token!r}")
+    return token
+
+
+def wire_seconds(seconds: float) -> float:
+    """``seconds`` as JavaScript writes it: a whole float as an int, so that
+    ``300.0`` goes on the wire as ``300``, byte for byte what TypeScript sends."""
+    if isinstance(seconds, float) and seconds.is_integer():
+        return int(seconds)
+    return seconds
+
+
+def encode_json(value: object, *, name: str, root: str | None = None) -> str:
+    """``value`` as the compact JSON of message bodies.
+
+    Raises, naming ``name``: :class:`NotJSONError` for a value JSON cannot
+    hold exactly (a type it lacks, NaN or Infinity, a circular reference, an
+    object key other than a ``str``, which the encoder would silently turn
+    into a string and so could repeat a key), ``ValueError`` for a value
+    nested deeper than the encoder goes or holding a lone surrogate (not
+    valid Unicode, so no queue can send it). ``root`` names ``value`` in the
+    path to a bad key (default: ``name``).
+    """
+    try:
+        text = JSON_ENCODER.encode(value)
+    except (TypeError, ValueError) as error:
+        raise NotJSONError(f"{name} is not JSON-serialisable: {error}") from None
+    except RecursionError:
+        # Raised from deep in the encoder; the traceback would only repeat it.
+        raise ValueError(f"{name} nests too deeply to encode as JSON") from None
+    # A lone surrogate (a non-UTF-8 byte read with surrogateescape) survives
+    # the encoder; ASCII text cannot hold one.
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise ValueError(f"{name} is not valid Unicode text: {error.reason}") from None
+    # Only an object can have a bad key, and an object's text has a brace.
+    if "{" in text:
+        _refuse_non_string_keys(value, name, root or name)
+    return text
+
+
+_CONTAINERS = (dict, list, tuple)
+
+# Where a container sits: its parent's place and its key or index there
+# (a linked list, so reaching a child costs one small tuple, whatever its depth).
+_Place = tuple["_Place | None", object]
+
+
+def _refuse_non_string_keys(value: object, name: str, root: str) -> None:
+    # Iterative, so it goes as deep as the encoder did without recursing.
+    pending: list[tuple[object, _Place | None]] = [(value, None)]
+    while pending:
+        node, place = pending.pop()
+        if isinstance(node, dict):
+            for key in node:
+                if not isinstance(key, str):
+                    raise NotJSONError(
+                        f"{name} is not JSON-serialisable: {_path(root, place)} has the key "
+                        f"{key!r} ({type(key).__name__}); JSON object keys must be str"
+                    )
+            children: Iterable[tuple[object, object]] = node.items()
+        elif isinstance(node, list | tuple):
+            children = enumerate(node)
+        else:
+            continue  # a scalar at the top
+        pending.extend([(c, (place, step)) for step, c in children if isinstance(c, _CONTAINERS)])
+
+
+def _path(root: str, place: _Place | None) -> str:
+    steps: list[object] = []
+    while place is not None:
+        place, step = place
+        steps.append(step)
+    return root + "".join(f"[{step!r}]" for step in reversed(steps))
+
+
+def message_body(key: str, token: str, window_seconds: float, task: Any) -> dict[str, Any]:
+    """The message body of a claimed task, fields in wire order."""
+    return {"key": key, "claim": token, "windowSeconds": wire_seconds(window_seconds), "task": task}
+
+
+def _fixed_text() -> tuple[str, ...]:
+    """The text between the four values of an encoded body, in order: found
+    by encoding :func:`message_body` with a marker in each value, so it
+    cannot drift from the body the queues send."""
+    markers = ("\x00key", "\x00claim", "\x00window", "\x00task")
+    skeleton = JSON_ENCODER.encode(message_body(*markers))  # type: ignore[arg-type]
+    encoded_markers = "|".join(re.escape(JSON_ENCODER.encode(marker)) for marker in markers)
+    return tuple(re.split(encoded_markers, skeleton))
+
+
+_OPEN, _CLAIM, _WINDOW, _TASK, _CLOSE = _fixed_text()
+
+
+def body_writer(window_seconds: float) -> Callable[[str, str, str], str]:
+    """A function writing the encoded body of ``(key, token, task_json)``
+    for ``window_seconds``: exactly ``encode_json(message_body(...))``, put
+    together from a task's JSON already made (and checked) by
+    :func:`encode_json`, for sends of many tasks."""
+    window_text = _WINDOW + JSON_ENCODER.encode(wire_seconds(window_seconds)) + _TASK
+
+    def write(key: str, token: str, task_json: str) -> str:
+        # A token is hex digits and hyphens: nothing in it to escape.
+        return f'{_OPEN}{JSON_ENCODER.encode(key)}{_CLAIM}"{token}"{window_text}{task_json}{_CLOSE}'
+
+    return write
+
+
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+def decode_body(text: str) -> Any:
+    """A received body's text as ``json.loads`` reads it, or ``text`` itself
+    when that raises: valid JSON may nest deeper than Python's decoder goes
+    (PostgreSQL's CHECK accepts it), and such a body reaches the consumer
+    as text, which :func:`parse_body` refuses (acked as malformed)."""
+    try:
+        # Text the decoder reads whole from its first character is what
+        # json.loads gives, without its two whitespace scans (every body
+        # this package writes is compact); any other is left to json.loads.
+        value, end = _raw_decode(text)
+        if end == len(text):
+            return value
+    except (ValueError, RecursionError):
+        pass
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """A received claimed-task body, checked."""
+
+    key: str
+    claim: str
+    window_seconds: float
+    task: Any
+
+
+def parse_body(body: object) -> Envelope | None:
+    """``body`` as a claimed-task envelope, or ``None`` for any other shape.
+
+    Accepted: a mapping whose ``key`` is a valid claim key (a non-empty
+    ``str`` without NUL, at most 1024 UTF-8 bytes), whose ``claim`` is a
+    UUID (either case) and whose ``windowSeconds`` is a number of seconds
+    the claim functions accept (finite, 0 to about 3,170 years; a bool is
+    not a number). A missing ``task`` is ``None``. A body whose claim could
+    never have been written is no envelope: its claim is never touched.
+    """
+    # A decoded body is a dict: the exact-type test is cheaper than the ABC's.
+    if type(body) is not dict and not isinstance(body, Mapping):
+        return None
+    key, claim, window = body.get("key"), body.get("claim"), body.get("windowSeconds")
+    if not is_token(claim):
+        return None
+    # The common body (an ASCII key, a whole number of seconds) passes these
+    # tests, which imply the full checks' (ASCII text is valid UTF-8 of one
+    # byte a character); any other goes through the full checks.
+    if not (
+        type(key) is str and 0 < len(key) <= MAX_KEY_BYTES and key.isascii() and "\x00" not in key
+    ):
+        try:
+            key = validate_key(key)
+        except (TypeError, ValueError):
+            return None
+    if not (type(window) is int and 0 <= window <= MAX_SECONDS):
+        try:
+            window = validate_seconds(window, name="windowSeconds")
+        except (TypeError, ValueError):
+            return None
+    return Envelope(key, claim, window, body.get("task"))

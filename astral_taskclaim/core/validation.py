@@ -1,0 +1,121 @@
+"""Checks of what the claim functions are given, made before anything is written.
+
+A key is a non-empty ``str`` without NUL of at most :data:`MAX_KEY_BYTES`
+UTF-8 bytes, so it always fits the primary-key index. Windows and delays
+are ``int`` or ``float`` seconds, finite, from 0 up to :data:`MAX_SECONDS`;
+a window a producer gives is more than 0.
+Each check raises ``TypeError`` or ``ValueError`` naming the bad argument.
+(Tokens and tasks, which belong to the message body, are checked in
+:mod:`~astral_taskclaim.core.envelope`.)
+
+Before a key is claimed, :func:`check_configured` and :func:`check_encodes`
+make a queue raise what its send would (a bad option, a body too big), so
+that error never costs a claim, nor a held key's silence.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+
+#: Longest key, in UTF-8 bytes. A B-tree entry may take about a third of a
+#: page (2704 bytes); 1024 leaves room for the rest of the index tuple and
+#: for keys that do not compress.
+MAX_KEY_BYTES = 1024
+
+#: Longest window or delay, in seconds (about 3,170 years): far past any real
+#: window, well inside what PostgreSQL's ``timestamptz`` arithmetic accepts.
+MAX_SECONDS = 10**11
+
+
+def validate_key(key: object, *, name: str = "key") -> str:
+    """``key`` if it can be a claim key, else ``TypeError``/``ValueError``."""
+    if not isinstance(key, str):
+        raise TypeError(f"{name} must be a str, got {type(key).__name__}")
+    if not key:
+        raise ValueError(f"{name} must not be empty")
+    if "\x00" in key:
+        raise ValueError(f"{name} must not contain NUL characters")
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError as error:
+        raise ValueError(f"{name} is not valid Unicode text: {error.reason}") from None
+    if size > MAX_KEY_BYTES:
+        raise ValueError(f"{name} is {size} bytes of UTF-8, over the {MAX_KEY_BYTES}-byte limit")
+    return key
+
+
+def validate_seconds(value: object, *, name: str) -> float:
+    """``value`` if it is a finite number of seconds from 0 to :data:`MAX_SECONDS`."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be an int or float, got {type(value).__name__}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if not 0 <= value <= MAX_SECONDS:
+        raise ValueError(f"{name} must be from 0 to {MAX_SECONDS} seconds, got {value!r}")
+    return value
+
+
+def validate_window(value: object, *, name: str = "window_seconds") -> float:
+    """``value`` if it can be a claim window: as :func:`validate_seconds`,
+    but more than 0. A zero window would expire the claim as it is written,
+    so every trigger would send a task: coalescing silently off."""
+    validate_seconds(value, name=name)
+    if value == 0:
+        raise ValueError(
+            f"{name} must be more than 0: a 0-second claim expires at once, so nothing "
+            "coalesces (to run every trigger, send to the queue without a claim)"
+        )
+    return value  # type: ignore[return-value]
+
+
+def check_configured(queue: object) -> None:
+    """``ImproperlyConfigured`` naming ``queue`` if its
+    ``configuration_errors()`` (else ``check()``) reports a serious
+    problem: raised before a claim, not by the send after it."""
+    errors_of = getattr(queue, "configuration_errors", None)
+    if callable(errors_of):
+        errors = list(errors_of())
+    else:
+        check = getattr(queue, "check", None)
+        errors = [m for m in check() if m.is_serious()] if callable(check) else []
+    name = getattr(queue, "name", None) or type(queue).__name__
+    raise_misconfigured(f"queue {name!r}", errors)
+
+
+def raise_misconfigured(subject: str, errors: Iterable[Any]) -> None:
+    """``ImproperlyConfigured`` naming ``subject`` (``"queue 'q'"``) and
+    listing the system-check ``errors`` found in its configuration, if any:
+    the one way the app's check errors become an exception."""
+    found = list(errors)
+    if found:
+        problems = "; ".join(str(message.msg) for message in found)
+        raise ImproperlyConfigured(f"{subject} is misconfigured: {problems}")
+
+
+def max_retries_problem(value: object, *, name: str = "max_retries") -> str | None:
+    """Why ``value`` cannot be a retry count (an ``int`` from 0), or ``None``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return f"{name} must be an int from 0, got {value!r}"
+    return None
+
+
+def validate_max_retries(value: object, *, name: str = "max_retries") -> int:
+    """``value`` if it is a retry count (an ``int`` from 0), else ``ValueError``."""
+    problem = max_retries_problem(value, name=name)
+    if problem is not None:
+        raise ValueError(problem)
+    assert isinstance(value, int)
+    return value
+
+
+def check_encodes(queue: object, bodies: Iterable[Any]) -> None:
+    """Encodes each of ``bodies`` with ``queue.encode`` (if the queue has
+    one), so a body it rejects raises its error before a claim is written."""
+    encode = getattr(queue, "encode", None)
+    if callable(encode):
+        for body in bodies:
+            encode(body)

@@ -1,0 +1,353 @@
+"""The worker loop behind ``manage.py consume_claimed``.
+
+:class:`Worker` receives a batch, runs its messages one at a time through
+the queue's claimed task (its consumer's ``consume_one``, the core of
+``consume_claimed``), and settles the whole batch with one ``settle()``
+call. It can be used without the command (in a thread, in tests)::
+
+    worker = Worker("refresh", batch_size=10, burst=True)
+    stats = worker.run()
+
+Shutdown is two-stage (:mod:`~astral_taskclaim.worker.shutdown`). :meth:`Worker.stop`
+(what the first SIGTERM or SIGINT calls) lets the running message finish, settles the batch and
+returns; the batch's messages not yet run are retried at once, so another
+worker gets them (their next delivery counts one more attempt). A second
+signal exits the process at once (status 128 + signal): its leased messages
+come back when their leases run out.
+
+A batch's leases are extended while it runs, where the queue allows it
+(:mod:`astral_taskclaim.worker.leases`), so tasks may run longer than the
+queue's visibility timeout; elsewhere the lease must outlast a whole batch.
+
+Database and queue errors (a restarted server, a network blip) do not stop
+the worker: it closes its connections and tries again with exponential
+backoff (0.5 s to 30 s), logging ``worker.database_error``. Nothing is
+lost: a message whose settlement could not be written is delivered again
+when its lease runs out. Each batch logs one line on
+``astral_taskclaim.worker.loop`` with ``extra={"event": "worker.batch", ...}``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+import psycopg
+from django.db import Error as DjangoDatabaseError
+from django.db import close_old_connections
+
+from astral_taskclaim.consumer.consume import ConsumeSummary, Outcome
+from astral_taskclaim.consumer.summary import TaskRun
+from astral_taskclaim.core.logtext import printable
+from astral_taskclaim.core.not_migrated import NotMigratedError
+from astral_taskclaim.core.redaction import redact_configured, redacting_filter
+from astral_taskclaim.db.connections import close_connections
+from astral_taskclaim.queues import (
+    BaseQueue,
+    MessageBatch,
+    QueueError,
+    ReceivedMessage,
+    create_queue,
+)
+from astral_taskclaim.tasks import ClaimedTask, registry
+from astral_taskclaim.worker.leases import LeaseKeeper, lease_length
+from astral_taskclaim.worker.shutdown import TwoStageStop
+
+__all__ = ["TaskRun", "Worker", "WorkerStats"]
+
+logger = logging.getLogger(__name__)
+logger.addFilter(redacting_filter)
+
+#: Errors after which the worker reconnects and tries again.
+RECOVERABLE = (DjangoDatabaseError, psycopg.Error, QueueError)
+FIRST_BACKOFF = 0.5
+MAX_BACKOFF = 30.0
+#: Pause after an empty receive that did not wait (``wait=0``), so an idle
+#: worker does not spin.
+IDLE_PAUSE = 1.0
+#: Tries to write a batch's settlement before leaving it to lease expiry.
+SETTLE_TRIES = 5
+
+
+@dataclass
+class WorkerStats(ConsumeSummary):
+    """What a worker did so far: the totals of its batches' summaries
+    (``ok``, ``retried``, ..., ``retry_delays``), and what happened around
+    them."""
+
+    batches: int = 0
+    received: int = 0
+    #: Messages not run: another delivery took them before their leases
+    #: could be extended (the worker was stalled past its lease).
+    leases_lost: int = 0
+    database_errors: int = 0
+    #: Messages whose settlement could not be written: leased until their
+    #: leases run out, then delivered again.
+    left_leased: int = 0
+
+    def add(self, summary: ConsumeSummary) -> None:
+        """Adds one batch's summary (:meth:`merge`)."""
+        self.merge(summary)
+
+    def __str__(self) -> str:
+        return self.describe(f"{self.received} received")
+
+
+class Worker:
+    """Consumes queue ``queue`` (a ``TASKCLAIM_QUEUES`` alias) with its
+    registered claimed task.
+
+    ``batch_size``: most messages per receive. ``wait``: seconds one receive
+    waits for a message; with ``burst`` the worker returns after a receive
+    that waited this long for nothing (the queue is drained: delayed
+    retries stay queued). ``max_messages``: return after receiving this
+    many. ``on_run`` is called with a :class:`TaskRun` after each message
+    (progress lines, metrics). ``task`` and ``backend`` override the registry and
+    ``TASKCLAIM_QUEUES`` (tests). Raises ``LookupError`` when no task is
+    registered for the queue, ``ImproperlyConfigured`` for an unknown
+    queue, ``TypeError``/``ValueError`` for a bad argument.
+    """
+
+    def __init__(
+        self,
+        queue: str,
+        *,
+        batch_size: int = 10,
+        wait: float = 1.0,
+        burst: bool = False,
+        max_messages: int | None = None,
+        task: ClaimedTask[Any] | None = None,
+        backend: BaseQueue | None = None,
+        using: str | None = None,
+        exit: Callable[[int], object] = os._exit,
+        on_run: Callable[[TaskRun], object] | None = None,
+    ) -> None:
+        self.backend = backend if backend is not None else create_queue(queue)
+        self.task = task if task is not None else registry.get(queue)
+        self.batch_size = _count("batch_size", batch_size, maximum=self.backend.max_batch_size)
+        if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait < 1e9:
+            raise ValueError(f"wait must be a number of seconds from 0, got {wait!r}")
+        self.wait = float(wait)
+        self.burst = bool(burst)
+        self.max_messages = None if max_messages is None else _count("max_messages", max_messages)
+        self.queue = queue
+        self.using = using
+        self.stats = WorkerStats(queue)
+        self.on_run = on_run
+        self.stopper = TwoStageStop(
+            "worker", f"consuming {queue}", work="the current message", queue=queue, exit=exit
+        )
+        self._backoff = FIRST_BACKOFF
+        self._lease_seconds: float | None = None
+        self._received_at = 0.0
+
+    def __repr__(self) -> str:
+        return f"<Worker {self.queue!r} task={self.task.name}>"
+
+    @property
+    def stopping(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self.stopper.requested
+
+    def stop(self) -> None:
+        """Finishes the running message, settles the batch, then :meth:`run`
+        returns. Safe from a signal handler or another thread."""
+        self.stopper.request()
+
+    def handle_signal(self, signum: int, frame: FrameType | None = None) -> None:
+        """First call: :meth:`stop`. Second: exit the process at once."""
+        self.stopper.handle_signal(signum, frame)
+
+    def signal_handlers(self) -> AbstractContextManager[None]:
+        """SIGTERM and SIGINT call :meth:`handle_signal` inside the block
+        (main thread only)."""
+        return self.stopper.signal_handlers()
+
+    def run(self) -> WorkerStats:
+        """Consumes until stopped, drained (``burst``) or ``max_messages``
+        are received; returns the stats."""
+        logger.info(
+            "consuming %s with %s",
+            self.queue,
+            self.task.name,
+            extra={"event": "worker.started", "queue": self.queue, "task": self.task.name},
+        )
+        if not self.backend.supports_lease_extension:
+            logger.info(
+                "%s cannot extend leases: its lease must outlast a batch of %d messages",
+                *(self.queue, self.batch_size),
+                extra={"event": "worker.leases_not_extended", "queue": self.queue},
+            )
+        try:
+            while not self.stopper.requested:
+                limit = self.batch_size
+                if self.max_messages is not None:
+                    limit = min(limit, self.max_messages - self.stats.received)
+                    if limit <= 0:
+                        break
+                batch = self._receive(limit)
+                if batch is None:
+                    break
+                if batch.messages:
+                    self._process(batch)
+                    close_old_connections()
+        finally:
+            self.backend.close()
+        # The totals go in the record's fields; the text stays apart from
+        # the per-batch lines (and the command prints the totals itself).
+        logger.info(
+            "stopped consuming %s after %d batches",
+            *(self.queue, self.stats.batches),
+            extra={
+                "event": "worker.stopped",
+                "received": self.stats.received,
+                **self.stats.log_fields(),
+            },
+        )
+        return self.stats
+
+    def _receive(self, limit: int) -> MessageBatch | None:
+        """The next non-empty batch, or ``None`` to stop."""
+        while not self.stopper.requested:
+            try:
+                batch = self.backend.receive(max_messages=limit, wait_seconds=self.wait)
+            except NotMigratedError:
+                raise  # waiting would not help: someone has to run migrate
+            except RECOVERABLE as error:
+                self._recover(error, interruptible=True)
+                continue
+            self._received_at = time.monotonic()
+            self._backoff = FIRST_BACKOFF
+            if batch.messages:
+                return batch
+            if self.burst:
+                return None
+            if self.wait == 0:
+                self.stopper.wait(IDLE_PAUSE)
+        return None
+
+    def _process(self, batch: MessageBatch) -> None:
+        """Runs the batch's messages until done or stopped; settles it once."""
+        stats = self.stats
+        stats.batches += 1
+        stats.received += len(batch.messages)
+        summary = ConsumeSummary(queue=batch.queue)
+        with self._lease_keeper(batch.messages) as keeper:
+            done = self._run(batch, summary, keeper)
+        returned = [m for m in batch.messages[done:] if keeper is None or not keeper.lost(m)]
+        for message in returned:
+            message.retry(delay_seconds=0)
+        summary.returned = len(returned)
+        stats.merge(summary)
+        self._settle(batch.messages)
+        if not logger.isEnabledFor(logging.INFO):
+            return  # the line's text and fields are not built for nothing
+        logger.info(
+            "%s",
+            summary.describe(f"{len(batch.messages)} received"),
+            extra={
+                "event": "worker.batch",
+                "received": len(batch.messages),
+                "retry_delays": list(summary.retry_delays),
+                **summary.log_fields(),
+            },
+        )
+
+    def _run(self, batch: MessageBatch, summary: ConsumeSummary, keeper: LeaseKeeper | None) -> int:
+        """Runs the batch's messages in order until done or stopped; how
+        many it went through (a message lost to another delivery is
+        skipped: its new consumer runs it)."""
+        on_run, stopper = self.on_run, self.stopper
+        done = 0
+        try:
+            # Made per batch: asks whether the claims connection is usable.
+            consumer = self.task.consumer(using=self.using)
+            for done, message in enumerate(batch.messages):
+                if stopper.requested:
+                    return done
+                if keeper is not None and keeper.lost(message):
+                    self.stats.leases_lost += 1
+                    continue
+                if on_run is None:
+                    consumer.consume_one(message, summary)
+                    continue
+                started = time.monotonic()
+                outcome = consumer.consume_one(message, summary)
+                on_run(_task_run(batch.queue, message, outcome, time.monotonic() - started))
+        except RECOVERABLE as error:
+            # The claims database is unreachable: leave this message and the
+            # rest to the retry of the messages not run.
+            self._recover(error, interruptible=False)
+            return done
+        return len(batch.messages)
+
+    def _lease_keeper(
+        self, messages: list[ReceivedMessage]
+    ) -> AbstractContextManager[LeaseKeeper | None]:
+        """A :class:`LeaseKeeper` for the batch while it runs, if the queue
+        can extend leases (and tell how long they are); else ``None``."""
+        if self.backend.supports_lease_extension and self._lease_seconds is None:
+            self._lease_seconds = lease_length(self.backend)  # None: asked again next batch
+        if not self.backend.supports_lease_extension or not self._lease_seconds:
+            return nullcontext()
+        return LeaseKeeper(
+            self.backend, messages, lease_seconds=self._lease_seconds, leased_at=self._received_at
+        )
+
+    def _settle(self, messages: list[ReceivedMessage]) -> None:
+        for attempt in range(1, SETTLE_TRIES + 1):
+            try:
+                self.backend.settle(messages)
+                return
+            except RECOVERABLE as error:
+                if attempt == SETTLE_TRIES:
+                    self.stats.left_leased += len(messages)
+                    logger.error(
+                        "%s: could not settle a batch of %d; it is delivered again when its "
+                        "leases run out",
+                        *(printable(self.queue), len(messages)),
+                        exc_info=True,
+                        extra={"event": "worker.settle_failed", "queue": self.queue},
+                    )
+                    return
+                self._recover(error, interruptible=False)
+
+    def _recover(self, error: BaseException, *, interruptible: bool) -> None:
+        """Logs ``error``, drops this thread's connections and waits the backoff."""
+        self.stats.database_errors += 1
+        delay, self._backoff = self._backoff, min(self._backoff * 2, MAX_BACKOFF)
+        # The error's text may quote a credential (a DSN, a refused header).
+        shown = redact_configured(str(error), self.backend)
+        logger.warning(
+            "%s: %s: %s; reconnecting in %.1f s",
+            *(printable(self.queue), type(error).__name__, printable(shown), delay),
+            extra={"event": "worker.database_error", "queue": self.queue, "delay": delay},
+        )
+        self.backend.close()
+        close_connections()
+        if interruptible:
+            self.stopper.wait(delay)
+        else:
+            threading.Event().wait(delay)
+
+
+def _count(name: str, value: object, *, maximum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if value < 1 or (maximum is not None and value > maximum):
+        upper = f" to {maximum}" if maximum is not None else " or more"
+        raise ValueError(f"{name} must be from 1{upper}, got {value}")
+    return value
+
+
+def _task_run(queue: str, message: ReceivedMessage, outcome: Outcome, seconds: float) -> TaskRun:
+    body = message.body
+    key = body.get("key") if isinstance(body, dict) else None
+    return TaskRun(queue, key if isinstance(key, str) else None, message.attempts, outcome, seconds)
