@@ -60,13 +60,6 @@ NATIVE_SLUG_VERSION = 170000
 ID = "astral_taskclaim.{}"
 
 
-def _claims_connection() -> BaseDatabaseWrapper | None:
-    try:
-        return connections[app_settings.DATABASE]
-    except ImproperlyConfigured:
-        return None
-
-
 @checks.register()
 def check_settings(**kwargs: Any) -> list[checks.CheckMessage]:
     """E006 for a malformed setting, E001 for a database that is not PostgreSQL."""

@@ -9,11 +9,13 @@ those shapes, so a check for the exact text is never the only defence.
 :func:`configured_secrets` gathers what this process must never show: the
 database passwords in ``DATABASES`` and the credentials of the queues in
 ``TASKCLAIM_QUEUES`` (plus those of queue objects handed in, which may have
-been built outside the settings).
+been built outside the settings). The log filter computes them once per
+change of those settings (``setting_changed``), not once per record.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Iterable
@@ -21,6 +23,7 @@ from typing import Any
 from urllib.parse import quote, quote_plus
 
 from django.conf import settings
+from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
 REDACTED = "[redacted]"
@@ -55,12 +58,35 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every representation of each of ``secrets`` replaced
     by ``[redacted]``; the longest shapes go first, so a shape that
     contains another is replaced whole."""
+    return _replace_shapes(text, _longest_first(secrets))
+
+
+def _longest_first(secrets: Iterable[str]) -> tuple[str, ...]:
     shapes: set[str] = set()
     for secret in secrets:
         shapes |= representations(secret)
-    for shape in sorted(shapes, key=len, reverse=True):
+    return tuple(sorted(shapes, key=len, reverse=True))
+
+
+def _replace_shapes(text: str, shapes: tuple[str, ...]) -> str:
+    for shape in shapes:
         text = text.replace(shape, REDACTED)
     return text
+
+
+@functools.cache
+def _configured_shapes() -> tuple[str, ...]:
+    """The shapes of the settings' secrets, computed once: the filter runs on
+    every log record, and gathering them imports every queue backend."""
+    return _longest_first(configured_secrets())
+
+
+def _forget_configured_shapes(*, setting: str, **kwargs: Any) -> None:
+    if setting in ("DATABASES", "TASKCLAIM_QUEUES"):
+        _configured_shapes.cache_clear()
+
+
+setting_changed.connect(_forget_configured_shapes)
 
 
 def configured_secrets(*queues: Any) -> list[str]:
@@ -114,16 +140,16 @@ class RedactingFilter(logging.Filter):
     ``exc_info``, so no formatter can render the original."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        secrets = configured_secrets()
-        if not secrets:
+        shapes = _configured_shapes()
+        if not shapes:
             return True
         message = record.getMessage()
-        clean = redact(message, secrets)
+        clean = _replace_shapes(message, shapes)
         if clean != message:
             record.msg, record.args = clean, None
         if record.exc_info:
             trace = logging.Formatter().formatException(record.exc_info)
-            clean = redact(trace, secrets)
+            clean = _replace_shapes(trace, shapes)
             if clean != trace:
                 record.exc_info, record.exc_text = None, clean
         return True

@@ -69,7 +69,8 @@ OPTIONS = {
     "queue_id": Option(text),
     "api_token": Option(secret, secret=True),
     "base_url": Option(http_url, default=DEFAULT_BASE_URL),
-    "visibility_timeout_ms": Option(integer(1, 43_200_000), default=30_000),
+    # Seconds, as on the other queues; the API takes whole milliseconds.
+    "visibility_timeout": Option(number(0.001, 43_200, unit="seconds"), default=30.0),
     "timeout": Option(number(0, 600, low_open=True), default=30.0),
     "poll_interval": Option(number(0, 60, low_open=True), default=1.0),
     "request_retries": Option(integer(0, 20), default=4),
@@ -83,8 +84,8 @@ class CloudflareQueue(RemoteQueue):
     """A Cloudflare queue with an HTTP pull consumer.
 
     Options: ``account_id``, ``queue_id``, ``api_token`` (required);
-    ``base_url``; ``visibility_timeout_ms`` (lease of a pulled batch,
-    default 30000); ``timeout`` (seconds per request, default 30);
+    ``base_url``; ``visibility_timeout`` (seconds a pulled batch stays
+    leased, at most 12 hours, default 30); ``timeout`` (seconds per request, default 30);
     ``poll_interval`` (seconds between pulls while ``receive`` waits,
     default 1); ``request_retries`` (default 4), ``backoff_seconds``
     (first backoff, doubling, default 0.5) and ``max_backoff_seconds``
@@ -141,7 +142,8 @@ class CloudflareQueue(RemoteQueue):
         count = opts.max_messages(max_messages, self.max_batch_size)
         deadline = time.monotonic() + opts.wait_seconds(wait_seconds)
         config = self.ensure_configured()
-        request = {"batch_size": count, "visibility_timeout_ms": config["visibility_timeout_ms"]}
+        lease_ms = round(config["visibility_timeout"] * 1000)
+        request = {"batch_size": count, "visibility_timeout_ms": lease_ms}
         while True:
             result = self._post("/pull", json.dumps(request).encode())
             pulled = (result or {}).get("messages") or []

@@ -20,7 +20,6 @@ from functools import cache
 from typing import Any
 
 from django.db import connections
-from django.utils.dateparse import parse_datetime
 from django.utils.module_loading import import_string
 
 from astral_taskclaim.db import statements
@@ -233,8 +232,3 @@ def run_result(
         worker_ids=list(worker_ids),
     )
 
-
-def error_time(error: dict[str, Any]) -> datetime | None:
-    """When a stored error happened (its ``at``)."""
-    value = error.get("at")
-    return parse_datetime(value) if isinstance(value, str) else None

@@ -13,6 +13,7 @@ import httpx
 import pytest
 from django.test import override_settings
 
+from astral_taskclaim.core import redaction
 from astral_taskclaim.core.redaction import (
     REDACTED,
     configured_secrets,
@@ -99,6 +100,28 @@ def test_configured_secrets_come_from_databases_queues_and_queue_objects() -> No
     with override_settings(TASKCLAIM_QUEUES=queues_with("cf-token-123")):
         found = configured_secrets(Holder(), object())
     assert {"cf-token-123", "held-secret"} <= set(found)
+
+
+def test_the_log_filter_gathers_the_secrets_once_per_settings_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = []
+    gather = redaction.configured_secrets
+
+    def counting() -> list[str]:
+        calls.append(1)
+        return gather()
+
+    monkeypatch.setattr(redaction, "configured_secrets", counting)
+    record = logging.LogRecord("tests", logging.INFO, __file__, 1, "tok-one tok-two", None, None)
+    with override_settings(TASKCLAIM_QUEUES=queues_with("tok-one")):
+        for _ in range(3):
+            redacting_filter.filter(record)
+        assert record.getMessage() == f"{REDACTED} tok-two"
+        with override_settings(TASKCLAIM_QUEUES=queues_with("tok-two")):
+            redacting_filter.filter(record)
+            assert record.getMessage() == f"{REDACTED} {REDACTED}"
+    assert len(calls) == 2
 
 
 def test_the_log_filter_redacts_messages_and_tracebacks(caplog: Any) -> None:

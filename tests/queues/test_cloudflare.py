@@ -171,7 +171,7 @@ def test_system_checks_name_every_bad_option() -> None:
             "astral_taskclaim.E014",
             f"{owner} has unknown option 'visibility_ms'; known: account_id, api_token, "
             "backoff_seconds, base_url, max_backoff_seconds, outbox, poll_interval, queue_id, "
-            "request_retries, timeout, visibility_timeout_ms",
+            "request_retries, timeout, visibility_timeout",
         ),
     ]
 

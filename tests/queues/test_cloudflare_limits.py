@@ -97,7 +97,7 @@ def test_v8_messages_are_never_acked_and_reach_the_dead_letter_queue(
     dead_name = f"dead-v8-{time.monotonic_ns()}"
     dead = cloudflare_options(queue_settings={"name": dead_name})
     options = cloudflare_options(
-        visibility_timeout_ms=50,
+        visibility_timeout=0.05,
         poll_interval=0.05,
         queue_settings={"max_retries": 1, "dead_letter_queue": dead_name},
     )

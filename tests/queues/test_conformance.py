@@ -62,9 +62,7 @@ def make_queue(
             options = {"queue_name": uuid.uuid4().hex, "visibility_timeout": LEASE_SECONDS}
             queue = MemoryQueue(alias, options=options)
         elif kind == "cloudflare":
-            options = cloudflare_options(
-                visibility_timeout_ms=LEASE_SECONDS * 1000, poll_interval=0.05
-            )
+            options = cloudflare_options(visibility_timeout=LEASE_SECONDS, poll_interval=0.05)
             queue = CloudflareQueue(alias, options=options)
         else:
             url = moto_sqs.create_queue()

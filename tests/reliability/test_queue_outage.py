@@ -214,7 +214,7 @@ def test_the_worker_rides_out_a_cloudflare_outage(
         "backoff_seconds": 0.05,
         "timeout": 5,
         # A pull cut off by the outage leaves its messages leased this long.
-        "visibility_timeout_ms": 3000,
+        "visibility_timeout": 3,
     }
     try:
         figures = drill(
