@@ -49,6 +49,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.not_migrated import advice, missing_tables
 from astral_taskclaim.db import roles
+from astral_taskclaim.db.connections import server_version
 from astral_taskclaim.db.cron import has_cleanup_job
 from astral_taskclaim.fields import DbSlugField
 from astral_taskclaim.functions import Slug
@@ -178,7 +179,7 @@ def check_server(
         return []  # reported as E001
     try:
         messages = version_messages(
-            connection.pg_version,  # type: ignore[attr-defined]
+            server_version(connection),
             uses_slug=uses_slug_function(),
         )
         cron_database = _ask(connection, "SELECT current_setting('cron.database_name', true)")

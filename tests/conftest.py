@@ -11,6 +11,7 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 
+from astral_taskclaim.db import connections as db_connections
 from astral_taskclaim.db import cron
 from astral_taskclaim.tasks_backend import retention
 from tests.queues.cloudflare_server import CloudflareQueuesServer
@@ -44,8 +45,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def server_version() -> int:
     """The test server's ``server_version_num``."""
-    connection.ensure_connection()
-    return int(connection.pg_version)
+    return db_connections.server_version(connection)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -16,7 +16,6 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db import transaction
 from django.db.models import QuerySet
-from django.db.models.functions import Now
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 from django.utils.translation import gettext_lazy as _
@@ -36,7 +35,7 @@ from astral_taskclaim.admin.times import (
     with_safe_times,
 )
 from astral_taskclaim.core.conf import app_settings
-from astral_taskclaim.models import Claim
+from astral_taskclaim.models import Claim, ClaimQuerySet
 
 logger = logging.getLogger(__name__)
 
@@ -54,11 +53,10 @@ class ClaimStateFilter(admin.SimpleListFilter):
         return [("active", _("active")), ("expired", _("expired"))]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        if self.value() == "active":
-            return queryset.filter(expires_at__gte=Now())
-        if self.value() == "expired":
-            return queryset.filter(expires_at__lt=Now())
-        return queryset
+        state = {"active": ClaimQuerySet.active, "expired": ClaimQuerySet.expired}.get(
+            self.value() or ""
+        )
+        return state(queryset) if state else queryset  # type: ignore[arg-type]
 
 
 class ClaimAdmin(LargeTableAdmin, ModelAdminOf[Claim]):

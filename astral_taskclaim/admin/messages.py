@@ -18,7 +18,6 @@ from django.contrib.admin import helpers
 from django.contrib.admin.utils import quote
 from django.db import transaction
 from django.db.models import QuerySet
-from django.db.models.functions import Now
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, reverse
@@ -41,7 +40,7 @@ from astral_taskclaim.admin.times import (
 )
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.db.statements import Connector
-from astral_taskclaim.models import QueueMessage
+from astral_taskclaim.models import QueueMessage, QueueMessageQuerySet
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +84,7 @@ class MessageQueueFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()
-        return queryset.filter(queue=value) if value else queryset
+        return queryset.for_queue(value) if value else queryset  # type: ignore[attr-defined]
 
 
 class MessageStateFilter(admin.SimpleListFilter):
@@ -99,14 +98,13 @@ class MessageStateFilter(admin.SimpleListFilter):
         return [("ready", _("ready")), ("delayed", _("delayed")), ("leased", _("leased"))]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        value = self.value()
-        if value == "ready":
-            return queryset.filter(visible_at__lte=Now())
-        if value == "delayed":
-            return queryset.filter(lease__isnull=True, visible_at__gt=Now())
-        if value == "leased":
-            return queryset.filter(lease__isnull=False, visible_at__gt=Now())
-        return queryset
+        states = {
+            "ready": QueueMessageQuerySet.ready,
+            "delayed": QueueMessageQuerySet.delayed,
+            "leased": QueueMessageQuerySet.leased,
+        }
+        state = states.get(self.value() or "")
+        return state(queryset) if state else queryset  # type: ignore[arg-type]
 
 
 def _payload(obj: QueueMessage) -> Any:

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.contrib import admin
 from django.core.paginator import Paginator
-from django.db import connections
 from django.db.models import Q, QuerySet
 from django.utils.translation import gettext
 
@@ -119,14 +118,7 @@ class Count:
 
 def planner_rows(queryset: QuerySet[Any]) -> int:
     """The planner's estimate of the rows ``queryset`` returns."""
-    query = queryset.order_by().query
-    statement, params = query.get_compiler(using=queryset.db).as_sql()
-    with connections[queryset.db].cursor() as cursor:
-        cursor.execute("EXPLAIN (FORMAT JSON) " + statement, params)
-        row = cursor.fetchone()
-    plan: Any = row[0] if row else "[]"
-    if isinstance(plan, str | bytes):
-        plan = json.loads(plan)
+    plan = json.loads(queryset.order_by().explain(format="json"))
     return int(plan[0]["Plan"]["Plan Rows"])
 
 

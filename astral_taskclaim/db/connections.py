@@ -1,5 +1,5 @@
 """Separate psycopg connections with the settings of a Django database,
-dropping this thread's Django connections after a database error, and a
+the server's version, dropping this thread's Django connections after a database error, and a
 savepoint around a statement that may fail inside the caller's transaction.
 
 Some work cannot share Django's connection: LISTEN must outlive
@@ -42,6 +42,13 @@ def separate_connection(
     or a connection), with ``overrides`` (e.g. ``dbname``, ``user``) applied.
     The caller closes it."""
     return psycopg.connect(**connection_params(database, **overrides), autocommit=autocommit)
+
+
+def server_version(connection: BaseDatabaseWrapper) -> int:
+    """The server's ``server_version_num`` (e.g. 150004), read from the
+    driver's connection info: no query, and no private attribute of Django's."""
+    with connection.cursor() as cursor:
+        return int(cursor.connection.info.server_version)
 
 
 def close_connections() -> None:

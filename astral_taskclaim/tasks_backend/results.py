@@ -231,4 +231,3 @@ def run_result(
         errors=[],
         worker_ids=list(worker_ids),
     )
-

@@ -27,6 +27,7 @@ import pytest
 from django.db import connection
 from psycopg import sql
 
+from astral_taskclaim.db.connections import server_version
 from astral_taskclaim.queues.base import BaseQueue
 from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
 from astral_taskclaim.worker.loop import Worker
@@ -47,7 +48,7 @@ def sized(ci: int, stress: int) -> int:
 def server_label() -> str:
     """``PostgreSQL 18`` and the like: the leg the figures belong to."""
     connection.ensure_connection()
-    return f"PostgreSQL {int(connection.pg_version) // 10000}"  # type: ignore[attr-defined]
+    return f"PostgreSQL {server_version(connection) // 10000}"
 
 
 def record_figures(section: str, **figures: Any) -> None:
