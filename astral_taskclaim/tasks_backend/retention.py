@@ -2,10 +2,11 @@
 ``TASKCLAIM_TASK_RESULTS_RETENTION``, by command or by pg_cron.
 
 :func:`delete_old_results` is what ``manage.py taskclaim_delete_task_results``
-runs. Where pg_cron is loaded, the migration schedules job
-``taskclaim-task-results`` (minute 45 of every hour) with the retention in
-force when it ran; ``taskclaim_delete_task_results --schedule`` schedules it
-again after the setting changes. pg_cron running in another database of the
+runs. Where pg_cron is loaded, job ``taskclaim-task-results`` (minute 45 of
+every hour) is scheduled after every ``migrate`` (the app's ``post_migrate``
+handler), not by a migration: the retention is a setting, so each
+``migrate``, or ``taskclaim_delete_task_results --schedule``, schedules it
+with the retention in force then. pg_cron running in another database of the
 server is reached with ``cron.schedule_in_database``; where pg_cron is not
 loaded or refuses, the job is skipped (logged) and the command does the work.
 """
@@ -17,12 +18,10 @@ from typing import Any
 
 import psycopg
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.db import sqlfiles
 from astral_taskclaim.db.connections import separate_connection
-from astral_taskclaim.db.operations import ClaimsDatabaseOperation
 
 logger = logging.getLogger(__name__)
 
@@ -117,17 +116,3 @@ def _skipped(reason: str) -> str:
     text = f"{reason}; pg_cron job {JOB_NAME} skipped: run taskclaim_delete_task_results instead"
     logger.warning(text, extra={"event": "tasks.cron_job_skipped"})
     return text
-
-
-class ScheduleResultsCleanup(ClaimsDatabaseOperation):
-    """Migration operation: :func:`schedule_job` forwards, :func:`unschedule_job`
-    backwards, on the claims database only; never fails the migration."""
-
-    def describe(self) -> str:
-        return f"Schedule pg_cron job {JOB_NAME}"
-
-    def forwards(self, schema_editor: BaseDatabaseSchemaEditor) -> None:
-        schedule_job(schema_editor.connection)
-
-    def backwards(self, schema_editor: BaseDatabaseSchemaEditor) -> None:
-        unschedule_job(schema_editor.connection)
