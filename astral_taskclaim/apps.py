@@ -32,7 +32,7 @@ def after_migrate(using: str, plan: list[Any] | None = None, **kwargs: Any) -> N
     connection = connections[using]
     apply_grants(connection)
     if "0006_task_results" in applied_migrations(connection):
-        retention.schedule_job(connection)
+        retention.schedule_job(connection, quiet=True)
     else:
         retention.unschedule_job(connection)
 
