@@ -20,7 +20,7 @@ import logging
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.migrations.recorder import MigrationRecorder
 
-from astral_taskclaim.conf import app_settings
+from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.db import roles, sqlfiles
 
 __all__ = ["GRANTS", "applied_migrations", "apply_grants"]

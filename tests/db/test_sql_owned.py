@@ -1,4 +1,4 @@
-"""Every model over a table the app's SQL owns (db.tables.SqlOwnedModel)
+"""Every model over a table the app's SQL owns (db.sql_owned.SqlOwnedModel)
 matches its table: the same columns, types and nullability."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from django.apps import apps
 from django.db import connection, models
 
-from astral_taskclaim.db.tables import SqlOwnedModel
+from astral_taskclaim.db.sql_owned import SqlOwnedModel
 
 pytestmark = pytest.mark.django_db
 
