@@ -20,7 +20,7 @@ STAMP := $(VENV)/.installed-test
 # starting a server.
 TYPECHECK_ENV := DATABASE_URL=postgres://localhost/typecheck
 
-.PHONY: help venv test test-fast lint typecheck pytest demo serve bench stress docs dist clean
+.PHONY: help venv test test-fast lint typecheck pytest demo serve bench stress docs dist clean schema-reference
 
 help:
 	@echo "make demo   run the main job on an embedded PostgreSQL"
@@ -53,6 +53,11 @@ pytest: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest
+
+# The schema a fresh migrate builds, astral_taskclaim/db/sql/schema_reference.sql
+# (PostgreSQL 17+; the embedded server unless DATABASE_URL is set).
+schema-reference: $(STAMP)
+	$(BIN)/python -m tests.tools.schema_reference
 
 demo: $(STAMP)
 	$(BIN)/python example_project/demo.py

@@ -1,11 +1,40 @@
 """The app's configuration: on start-up it registers the system checks, the
 slug lookups, every installed app's claimed tasks and the Django Tasks
-backends' queue runners."""
+backends' queue runners; after every ``migrate`` it applies what the
+migrations must not bake in, because it follows settings that may change
+(:func:`after_migrate`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.apps import AppConfig
+from django.db import connections
+from django.db.models.signals import post_migrate
 from django.utils.translation import gettext_lazy as _
+
+
+def after_migrate(using: str, plan: list[Any] | None = None, **kwargs: Any) -> None:
+    """``post_migrate`` handler: applies, with the settings in force now,
+    what follows settings and so is no part of a migration: the service
+    role's grants on the applied migrations' objects
+    (:mod:`astral_taskclaim.db.grants`) and the results cleanup job with
+    the current retention, or its removal once the results table is gone
+    (:mod:`astral_taskclaim.tasks_backend.retention`). Only after
+    ``migrate`` on the claims database: ``flush`` (run between transactional
+    tests) sends the signal without a plan, and changes nothing these follow."""
+    from astral_taskclaim.core.conf import app_settings
+    from astral_taskclaim.db.grants import applied_migrations, apply_grants
+    from astral_taskclaim.tasks_backend import retention
+
+    if plan is None or using != app_settings.DATABASE:
+        return
+    connection = connections[using]
+    apply_grants(connection)
+    if "0006_task_results" in applied_migrations(connection):
+        retention.schedule_job(connection, quiet=True)
+    else:
+        retention.unschedule_job(connection)
 
 
 class TaskClaimConfig(AppConfig):
@@ -29,3 +58,4 @@ class TaskClaimConfig(AppConfig):
         from astral_taskclaim.tasks_backend import connect_backends
 
         connect_backends()
+        post_migrate.connect(after_migrate, sender=self, dispatch_uid="astral_taskclaim")

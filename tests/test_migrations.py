@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import hashlib
 from collections.abc import Iterator
 from io import StringIO
 from pathlib import Path
@@ -19,6 +20,7 @@ from astral_taskclaim.db.cron import JOB_SCHEDULE, job_command, job_name
 pytestmark = pytest.mark.django_db(transaction=True)
 
 PACKAGE = Path(__file__).resolve().parent.parent / "astral_taskclaim"
+MIGRATION_SQL = PACKAGE / "migrations" / "sql"
 
 
 def fetch(query: str, params: list[object] | None = None) -> list[tuple[object, ...]]:
@@ -230,3 +232,34 @@ def test_a_job_under_the_shared_name_is_renamed_for_its_database(migrated_back: 
         assert {name: db for name, db in _jobs_by_name(conn).items() if db == database} == {
             f"taskclaim-ttl:{database}": database
         }
+
+
+def _recorded_hashes() -> dict[str, str]:
+    lines = (MIGRATION_SQL / "SHA256SUMS").read_text(encoding="utf-8").splitlines()
+    return {name: digest for digest, name in (line.split("  ", 1) for line in lines)}
+
+
+@pytest.mark.django_db(transaction=False)
+def test_released_migration_sql_never_changes() -> None:
+    # A released migration's SQL is history: a change is a new migration.
+    recorded = _recorded_hashes()
+    assert sorted(path.name for path in MIGRATION_SQL.glob("*.sql")) == sorted(recorded)
+    changed = [
+        name
+        for name, digest in recorded.items()
+        if hashlib.sha256((MIGRATION_SQL / name).read_bytes()).hexdigest() != digest
+    ]
+    assert changed == []
+
+
+@pytest.mark.django_db(transaction=False)
+def test_each_migration_sql_file_is_run_by_its_migration_and_stands_alone() -> None:
+    migrations = {
+        path.stem: path.read_text(encoding="utf-8") for path in PACKAGE.glob("migrations/0*.py")
+    }
+    for path in MIGRATION_SQL.glob("*.sql"):
+        number = path.name[:4]
+        [source] = [text for name, text in migrations.items() if name.startswith(number)]
+        assert f'"{path.name}"' in source
+        # No include or placeholder: the text is what runs, whatever changes around it.
+        assert "-- include:" not in path.read_text(encoding="utf-8")

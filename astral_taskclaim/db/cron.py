@@ -1,21 +1,26 @@
-"""Scheduling pg_cron's cleanup job for the app's database from a migration.
+"""Scheduling the app's pg_cron jobs for its database, written once for both:
+the claims cleanup (:data:`CLAIMS_JOB`, scheduled by migration 0003) and
+the results cleanup (``tasks_backend.retention``, after every ``migrate``).
 
 pg_cron runs jobs from one database, ``cron.database_name``. Where that is
-the app's database, the job is scheduled there with ``cron.schedule`` as
-``taskclaim-ttl``, the TypeScript package's name. Where it is another
-database on the same server (managed services often use ``postgres``), the
-job is scheduled from that database with ``cron.schedule_in_database`` over
-a second connection, as ``taskclaim-ttl:<database>``: pg_cron names jobs per
-user, so two app databases on one server (two projects, staging and
-production) each keep a job of their own. Where pg_cron is missing or
-refuses, the job is skipped with a NOTICE, check ``astral_taskclaim.W004``
-or ``W032`` says so, and ``manage.py taskclaim_delete_expired`` takes its
-place.
+the app's database, a job is scheduled there with ``cron.schedule`` under
+its base name (``taskclaim-ttl``, the TypeScript package's name). Where it
+is another database on the same server (managed services often use
+``postgres``), the job is scheduled from that database with
+``cron.schedule_in_database`` over a second connection, as
+``<base>:<database>``: pg_cron names jobs per user, so two app databases on
+one server (two projects, staging and production) each keep a job of their
+own. Scheduling also removes this user's jobs of that base left by dropped
+databases, and one serving this database under the other name. Where
+pg_cron is missing or refuses, the job is skipped and the caller says why;
+check ``astral_taskclaim.W004`` or ``W032`` reports it for the claims job,
+and the cleanup commands take the jobs' place.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -25,102 +30,126 @@ from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from astral_taskclaim.db import sqlfiles
 from astral_taskclaim.db.connections import separate_connection
 
+__all__ = [
+    "CLAIMS_JOB",
+    "JOB_NAME",
+    "JOB_SCHEDULE",
+    "Job",
+    "has_cleanup_job",
+    "has_job",
+    "job_command",
+    "job_name",
+    "schedule",
+    "schedule_job",
+    "unschedule",
+    "unschedule_job",
+]
+
 logger = logging.getLogger(__name__)
 
-JOB_NAME = "taskclaim-ttl"
-JOB_SCHEDULE = "15 * * * *"
+
+@dataclass(frozen=True)
+class Job:
+    """One of the app's pg_cron jobs: its base name and cron schedule."""
+
+    base: str
+    schedule: str
+
+    def name(self, database: str, cron_database: str) -> str:
+        """The job's name for ``database``: the base name in pg_cron's own
+        database, ``<base>:<database>`` elsewhere."""
+        return self.base if database == cron_database else f"{self.base}:{database}"
+
+
+CLAIMS_JOB = Job("taskclaim-ttl", "15 * * * *")
+JOB_NAME = CLAIMS_JOB.base
+JOB_SCHEDULE = CLAIMS_JOB.schedule
 
 
 def job_command() -> str:
-    """The job's SQL, exactly as the TypeScript package schedules it."""
+    """The claims job's SQL, exactly as the TypeScript package schedules it."""
     return sqlfiles.read("taskclaim/jobs/command.sql")
 
 
-def _state(schema_editor: BaseDatabaseSchemaEditor) -> dict[str, Any]:
-    with schema_editor.connection.cursor() as cursor:
+def job_name(database: str, cron_database: str) -> str:
+    """The claims job's name for ``database`` (:meth:`Job.name`)."""
+    return CLAIMS_JOB.name(database, cron_database)
+
+
+def _state(connection: BaseDatabaseWrapper) -> dict[str, Any]:
+    with connection.cursor() as cursor:
         cursor.execute(sqlfiles.read("taskclaim/jobs/state.sql"))
         names = [column.name for column in cursor.description]
         return dict(zip(names, cursor.fetchone(), strict=True))
 
 
-def _execute(schema_editor: BaseDatabaseSchemaEditor, path: str, params: dict[str, str]) -> None:
-    with schema_editor.connection.cursor() as cursor:
+def _execute(connection: BaseDatabaseWrapper, path: str, params: dict[str, str]) -> None:
+    with connection.cursor() as cursor:
         cursor.execute(sqlfiles.read(path), params)
 
 
-def _skip(schema_editor: BaseDatabaseSchemaEditor, message: str) -> None:
-    logger.warning(message, extra={"event": "taskclaim.cron_job_skipped"})
-    _execute(schema_editor, "taskclaim/jobs/notice.sql", {"message": message})
-
-
-def schedule(schema_editor: BaseDatabaseSchemaEditor) -> None:
-    """Schedules the job for the app's database, or skips it with a NOTICE."""
-    state = _state(schema_editor)
+def schedule_job(
+    connection: BaseDatabaseWrapper, job: Job, command: str, *, create_extension: bool = False
+) -> str | None:
+    """Schedules (or reschedules) ``job`` running ``command`` for the
+    database of ``connection``; ``None`` once scheduled, else why it was not.
+    ``create_extension``: create pg_cron where it runs in this database but
+    is not installed, when this role is a superuser."""
+    state = _state(connection)
     cron_database, database = state["cron_database"], state["database"]
-    params = {"command": job_command(), "database": database}
     if cron_database is None:
-        _skip(schema_editor, "pg_cron is not loaded; skipping taskclaim jobs")
-        return
+        return "pg_cron is not loaded"
+    name = job.name(database, cron_database)
+    params = {
+        "base": job.base,
+        "name": name,
+        "schedule": job.schedule,
+        "command": command,
+        "database": database,
+    }
     if cron_database == database:
         if not state["installed"]:
-            if not state["superuser"]:
-                _skip(
-                    schema_editor,
+            if not (create_extension and state["superuser"]):
+                return (
                     "pg_cron is loaded but not installed in this database; "
-                    "run CREATE EXTENSION pg_cron as a superuser, then migrate again",
+                    "run CREATE EXTENSION pg_cron as a superuser, then migrate again"
                 )
-                return
-            schema_editor.execute("CREATE EXTENSION IF NOT EXISTS pg_cron", params=None)
-        _execute(schema_editor, "taskclaim/jobs/schedule.sql", params)
-        return
-    name = job_name(database, cron_database)
+            _execute(connection, "taskclaim/jobs/create_extension.sql", {})
+        _execute(connection, "taskclaim/jobs/forget_stale.sql", params)
+        _execute(connection, "taskclaim/jobs/schedule.sql", params)
+        return None
     try:
-        with separate_connection(schema_editor.connection, dbname=cron_database) as conn:
-            has_function = conn.execute(
-                "SELECT to_regproc('cron.schedule_in_database') IS NOT NULL"
-            ).fetchone()
-            if not (has_function and has_function[0]):
-                _skip(
-                    schema_editor,
+        with separate_connection(connection, dbname=cron_database) as conn:
+            found = conn.execute("SELECT to_regproc('cron.schedule_in_database')").fetchone()
+            if found is None or found[0] is None:
+                return (
                     f"pg_cron in database {cron_database} cannot schedule jobs "
-                    f"for {database} (no cron.schedule_in_database); skipping taskclaim jobs",
+                    f"for {database} (no cron.schedule_in_database)"
                 )
-                return
-            conn.execute(
-                sqlfiles.read("taskclaim/jobs/forget_stale.sql"),
-                {"database": database, "name": name},
-            )
-            conn.execute(
-                sqlfiles.read("taskclaim/jobs/schedule_in_database.sql"), {**params, "name": name}
-            )
+            conn.execute(sqlfiles.read("taskclaim/jobs/forget_stale.sql"), params)
+            conn.execute(sqlfiles.read("taskclaim/jobs/schedule_in_database.sql"), params)
     except psycopg.Error as error:
-        _skip(
-            schema_editor,
+        return (
             f"pg_cron runs in database {cron_database}, which refused to "
-            f"schedule {name} for {database} ({type(error).__name__}); skipping",
+            f"schedule {name} for {database} ({type(error).__name__})"
         )
+    return None
 
 
-def job_name(database: str, cron_database: str) -> str:
-    """The job's name: ``taskclaim-ttl`` in pg_cron's own database (as the
-    TypeScript package names it), ``taskclaim-ttl:<database>`` elsewhere."""
-    return JOB_NAME if database == cron_database else f"{JOB_NAME}:{database}"
-
-
-def has_cleanup_job(connection: BaseDatabaseWrapper) -> bool | None:
-    """Whether an active pg_cron job deletes expired claims in the database
-    of ``connection``; ``None`` when pg_cron is not loaded or its jobs
-    cannot be read from here. Only jobs this user may see count (pg_cron
-    shows a user its own jobs; a superuser sees all)."""
-    with connection.cursor() as cursor:
-        cursor.execute(sqlfiles.read("taskclaim/jobs/state.sql"))
-        cron_database, database, installed, _ = cursor.fetchone()
-        if cron_database is None:
-            return None
-        params = {"database": database}
-        if cron_database == database:
-            if not installed:
-                return False
+def has_job(connection: BaseDatabaseWrapper, job: Job) -> bool | None:
+    """Whether an active ``job`` serves the database of ``connection``;
+    ``None`` when pg_cron is not loaded or its jobs cannot be read from
+    here. Only jobs this user may see count (pg_cron shows a user its own
+    jobs; a superuser sees all)."""
+    state = _state(connection)
+    cron_database, database = state["cron_database"], state["database"]
+    if cron_database is None:
+        return None
+    params = {"base": job.base, "database": database}
+    if cron_database == database:
+        if not state["installed"]:
+            return False
+        with connection.cursor() as cursor:
             cursor.execute(sqlfiles.read("taskclaim/jobs/find.sql"), params)
             return bool(cursor.fetchone()[0])
     try:
@@ -133,26 +162,48 @@ def has_cleanup_job(connection: BaseDatabaseWrapper) -> bool | None:
     return bool(row and row[0])
 
 
-def unschedule(schema_editor: BaseDatabaseSchemaEditor) -> None:
-    """Removes the job this database's migration scheduled, wherever it is."""
-    state = _state(schema_editor)
+def unschedule_job(connection: BaseDatabaseWrapper, job: Job) -> None:
+    """Removes ``job`` of the database of ``connection``, under either name,
+    wherever pg_cron keeps it; a refusal is logged, never raised."""
+    state = _state(connection)
     cron_database, database = state["cron_database"], state["database"]
-    params = {"database": database}
-    statement = sqlfiles.read("taskclaim/jobs/unschedule.sql")
+    params = {"base": job.base, "database": database}
     if cron_database is None:
         return
     if cron_database == database:
         if state["installed"]:
-            _execute(schema_editor, "taskclaim/jobs/unschedule.sql", params)
+            _execute(connection, "taskclaim/jobs/unschedule.sql", params)
         return
     try:
-        with separate_connection(schema_editor.connection, dbname=cron_database) as conn:
+        with separate_connection(connection, dbname=cron_database) as conn:
             if conn.execute("SELECT to_regclass('cron.job') IS NOT NULL").fetchone() == (True,):
-                conn.execute(statement, params)
+                conn.execute(sqlfiles.read("taskclaim/jobs/unschedule.sql"), params)
     except psycopg.Error as error:
         logger.warning(
-            "could not remove the taskclaim job from database %s: %s",
-            cron_database,
-            type(error).__name__,
+            "could not remove job %s from database %s: %s",
+            *(job.base, cron_database, type(error).__name__),
             extra={"event": "taskclaim.cron_job_unschedule_failed"},
         )
+
+
+def schedule(schema_editor: BaseDatabaseSchemaEditor) -> None:
+    """Schedules the claims job for the app's database, or skips it with a
+    warning and a NOTICE (the migrating client and the server log show it)."""
+    reason = schedule_job(
+        schema_editor.connection, CLAIMS_JOB, job_command(), create_extension=True
+    )
+    if reason is None:
+        return
+    message = f"{reason}; skipping taskclaim jobs"
+    logger.warning(message, extra={"event": "taskclaim.cron_job_skipped"})
+    _execute(schema_editor.connection, "taskclaim/jobs/notice.sql", {"message": message})
+
+
+def unschedule(schema_editor: BaseDatabaseSchemaEditor) -> None:
+    """Removes the claims job this database's migration scheduled."""
+    unschedule_job(schema_editor.connection, CLAIMS_JOB)
+
+
+def has_cleanup_job(connection: BaseDatabaseWrapper) -> bool | None:
+    """Whether an active pg_cron job deletes expired claims (:func:`has_job`)."""
+    return has_job(connection, CLAIMS_JOB)

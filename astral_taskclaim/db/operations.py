@@ -1,15 +1,17 @@
-"""Migration operations that run the app's packaged SQL.
+"""Migration operations that run the app's frozen migration SQL.
 
-:class:`RunPackageSQL` is a :class:`~django.db.migrations.RunSQL` whose SQL
-comes from the packaged SQL files (:mod:`.sqlfiles`) when the migration runs (not when it is
-imported), so the ``TASKCLAIM_*_ROLE`` settings and the server version are
-taken into account. :class:`ScheduleCleanupJob` schedules pg_cron's
-``taskclaim-ttl`` job where pg_cron allows it. Both act on the claims
-database only, as every :class:`ClaimsDatabaseOperation` does.
+:class:`RunMigrationSQL` runs one file of ``astral_taskclaim/migrations/sql/``
+(forwards) and its reverse file (backwards), exactly as written: no includes
+are expanded and nothing is formatted into it, so what a migration runs can
+never change after it is released (see :mod:`astral_taskclaim.migrations`).
+:class:`ScheduleCleanupJob` schedules pg_cron's claims cleanup job where
+pg_cron allows it. Both act on the claims database only, as every
+:class:`ClaimsDatabaseOperation` does.
 """
 
 from __future__ import annotations
 
+from importlib.resources import files
 from typing import Any
 
 from django.db import migrations
@@ -17,11 +19,26 @@ from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.state import ProjectState
 
 from astral_taskclaim.core.conf import app_settings
-from astral_taskclaim.db import cron, roles, sqlfiles
+from astral_taskclaim.db import cron, roles
+
+__all__ = [
+    "ClaimsDatabaseOperation",
+    "RunMigrationSQL",
+    "ScheduleCleanupJob",
+    "migration_sql",
+]
 
 # Short names keep Django's four-argument signatures on one line each.
 _Editor = BaseDatabaseSchemaEditor
 _State = ProjectState
+
+
+def migration_sql(name: str) -> str:
+    """The text of ``astral_taskclaim/migrations/sql/<name>``, byte for byte."""
+    resource = files("astral_taskclaim").joinpath("migrations", "sql", name)
+    if "/" in name or not name.endswith(".sql") or not resource.is_file():
+        raise FileNotFoundError(f"astral_taskclaim/migrations/sql/{name} is not a migration's SQL")
+    return resource.read_text(encoding="utf-8")
 
 
 class ClaimsDatabaseOperation(migrations.RunSQL):
@@ -61,13 +78,14 @@ class ClaimsDatabaseOperation(migrations.RunSQL):
             self.backwards(schema_editor)
 
 
-class RunPackageSQL(ClaimsDatabaseOperation):
-    """Runs ``forward`` (and ``reverse`` backwards) from the packaged SQL.
+class RunMigrationSQL(ClaimsDatabaseOperation):
+    """Runs migration SQL file ``forward`` (and ``reverse`` backwards), names
+    in ``migrations/sql/``; ``legacy_forward`` replaces ``forward`` on servers
+    older than ``legacy_below`` (``server_version_num``).
 
     With ``TASKCLAIM_ADMIN_ROLE`` set, the SQL runs as that role, so it owns
-    what it creates; with ``TASKCLAIM_SERVICE_ROLE`` set, ``grants`` then
-    gives the service role what it needs. ``legacy_forward`` replaces
-    ``forward`` on servers older than ``legacy_below`` (``server_version_num``).
+    what it creates, as if that role ran ``migrate``. Grants to the service
+    role are no part of a migration (:mod:`astral_taskclaim.db.grants`).
     """
 
     def __init__(
@@ -75,45 +93,35 @@ class RunPackageSQL(ClaimsDatabaseOperation):
         forward: str,
         *,
         reverse: str,
-        grants: str | None = None,
         legacy_forward: str | None = None,
         legacy_below: int = 0,
     ) -> None:
         self.forward = forward
         self.reverse = reverse
-        self.grants = grants
         self.legacy_forward = legacy_forward
         self.legacy_below = legacy_below
         super().__init__(sql=forward, reverse_sql=reverse)
 
     def deconstruct(self) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
         kwargs: dict[str, Any] = {"reverse": self.reverse}
-        if self.grants:
-            kwargs["grants"] = self.grants
         if self.legacy_forward:
             kwargs["legacy_forward"] = self.legacy_forward
             kwargs["legacy_below"] = self.legacy_below
         return (self.__class__.__qualname__, (self.forward,), kwargs)
 
     def describe(self) -> str:
-        return f"Run astral_taskclaim/{sqlfiles.package_path(self.forward)}"
+        return f"Run astral_taskclaim/migrations/sql/{self.forward}"
 
     def forwards(self, schema_editor: BaseDatabaseSchemaEditor) -> None:
-        connection = schema_editor.connection
         path = self.forward
-        if self.legacy_forward and connection.pg_version < self.legacy_below:  # type: ignore[attr-defined]
+        if self.legacy_forward and schema_editor.connection.pg_version < self.legacy_below:  # type: ignore[attr-defined]
             path = self.legacy_forward
-        service = app_settings.SERVICE_ROLE
         with roles.acting_as_admin(schema_editor):
-            schema_editor.execute(sqlfiles.read(path), params=None)
-            if self.grants and service:
-                with connection.cursor() as cursor:
-                    grants = sqlfiles.with_roles(self.grants, service_role=service)
-                    schema_editor.execute(grants.as_string(cursor.connection), params=None)
+            schema_editor.execute(migration_sql(path), params=None)
 
     def backwards(self, schema_editor: BaseDatabaseSchemaEditor) -> None:
         with roles.acting_as_admin(schema_editor):
-            schema_editor.execute(sqlfiles.read(self.reverse), params=None)
+            schema_editor.execute(migration_sql(self.reverse), params=None)
 
 
 class ScheduleCleanupJob(ClaimsDatabaseOperation):

@@ -2,17 +2,16 @@ from __future__ import annotations
 
 from django.db import migrations
 
-from astral_taskclaim.db.operations import RunPackageSQL
+from astral_taskclaim.db.operations import RunMigrationSQL
 
 
 class Migration(migrations.Migration):
     initial = True
     operations = [
-        RunPackageSQL(
-            "slug/schema.sql",
-            reverse="slug/reverse.sql",
-            grants="slug/grants.sql",
-            legacy_forward="slug/schema_fallback.sql",
+        RunMigrationSQL(
+            "0001_slug.sql",
+            reverse="0001_slug_reverse.sql",
+            legacy_forward="0001_slug_pg14.sql",
             legacy_below=170000,
         ),
     ]

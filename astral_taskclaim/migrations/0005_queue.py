@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.db import migrations, models
 
-from astral_taskclaim.db.operations import RunPackageSQL
+from astral_taskclaim.db.operations import RunMigrationSQL
 
 
 class Migration(migrations.Migration):
@@ -10,11 +10,7 @@ class Migration(migrations.Migration):
 
     dependencies = [("astral_taskclaim", "0004_claim")]
     operations = [
-        RunPackageSQL(
-            "queue/schema.sql",
-            reverse="queue/reverse.sql",
-            grants="queue/grants.sql",
-        ),
+        RunMigrationSQL("0005_queue.sql", reverse="0005_queue_reverse.sql"),
         migrations.CreateModel(
             name="QueueMessage",
             fields=[

@@ -2,17 +2,17 @@ from __future__ import annotations
 
 from django.db import migrations, models
 
-from astral_taskclaim.db.operations import RunPackageSQL
-from astral_taskclaim.tasks_backend.retention import ScheduleResultsCleanup
+from astral_taskclaim.db.operations import RunMigrationSQL
 
 
 class Migration(migrations.Migration):
     """Django Tasks: the results table, message priority and last error
-    (SQL, models state only), and the results' pg_cron cleanup."""
+    (SQL, models state only). The results' pg_cron cleanup follows a setting,
+    so it is scheduled after each ``migrate``, not here."""
 
     dependencies = [("astral_taskclaim", "0005_queue")]
     operations = [
-        RunPackageSQL("tasks/schema.sql", reverse="tasks/reverse.sql", grants="tasks/grants.sql"),
+        RunMigrationSQL("0006_task_results.sql", reverse="0006_task_results_reverse.sql"),
         migrations.AddField(
             model_name="queuemessage",
             name="priority",
@@ -88,5 +88,4 @@ class Migration(migrations.Migration):
                 "managed": False,
             },
         ),
-        ScheduleResultsCleanup(),
     ]

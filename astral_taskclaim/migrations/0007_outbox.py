@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.db import migrations
 
-from astral_taskclaim.db.operations import RunPackageSQL
+from astral_taskclaim.db.operations import RunMigrationSQL
 
 
 class Migration(migrations.Migration):
@@ -10,9 +10,5 @@ class Migration(migrations.Migration):
 
     dependencies = [("astral_taskclaim", "0006_task_results")]
     operations = [
-        RunPackageSQL(
-            "outbox/schema.sql",
-            reverse="outbox/reverse.sql",
-            grants="outbox/grants.sql",
-        ),
+        RunMigrationSQL("0007_outbox.sql", reverse="0007_outbox_reverse.sql"),
     ]

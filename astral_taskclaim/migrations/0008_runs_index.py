@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.db import migrations
 
-from astral_taskclaim.db.operations import RunPackageSQL
+from astral_taskclaim.db.operations import RunMigrationSQL
 
 
 class Migration(migrations.Migration):
@@ -10,4 +10,4 @@ class Migration(migrations.Migration):
     chart of runs by outcome."""
 
     dependencies = [("astral_taskclaim", "0007_outbox")]
-    operations = [RunPackageSQL("tasks/runs_index.sql", reverse="tasks/runs_index_reverse.sql")]
+    operations = [RunMigrationSQL("0008_runs_index.sql", reverse="0008_runs_index_reverse.sql")]

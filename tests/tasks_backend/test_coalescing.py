@@ -9,6 +9,7 @@ from django.db import connection, transaction
 from django.test import override_settings
 
 from astral_taskclaim.tasks_backend.compat import TaskResultStatus
+from tests.claimkit import raw_connection
 
 from . import jobs
 from .running import claims, drain, message_rows
@@ -123,3 +124,24 @@ def test_a_failed_send_to_a_remote_queue_leaves_no_result_or_claim(
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM taskclaim.task_result")
         assert cursor.fetchone() == (0,)
+
+
+def test_a_claim_that_expired_after_the_transaction_began_does_not_hold_the_key() -> None:
+    # Claim windows are timed from the statement, as every claim write does:
+    # a claim live at the transaction's start but over by the call is expired.
+    key = f"{jobs.refresh.module_path}:[[5],{{}}]"
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT transaction_timestamp()")
+            [(started,)] = cursor.fetchall()
+        with raw_connection() as other:
+            other.execute(
+                """INSERT INTO taskclaim.claim (key, expires_at, token) VALUES
+                   (%s, %s::timestamptz + interval '1 millisecond', gen_random_uuid())""",
+                [key, started],
+            )
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_sleep(0.01)")  # past the expiry
+        result = jobs.refresh.enqueue(5)
+    assert claims() == [(key, result.id)]
+    assert len(message_rows()) == 1

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from io import StringIO
 
+import psycopg
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import override_settings
 
+from astral_taskclaim.db.connections import separate_connection
 from astral_taskclaim.tasks_backend import retention
 from astral_taskclaim.tasks_backend.compat import TaskResultDoesNotExist
 
@@ -84,3 +86,69 @@ def test_schedule_reports_what_it_did() -> None:
         assert "pg_cron is not loaded" in text
     else:
         assert "deletes results finished over 604800 s ago" in text
+
+
+def _cron_database() -> str | None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('cron.database_name', true)")
+        return cursor.fetchone()[0]
+
+
+def _results_jobs(conn: psycopg.Connection) -> dict[str, tuple[str, str]]:
+    rows = conn.execute(
+        """SELECT jobname, database, command FROM cron.job
+           WHERE jobname = 'taskclaim-task-results'
+              OR starts_with(jobname, 'taskclaim-task-results:')"""
+    ).fetchall()
+    return {name: (database, command) for name, database, command in rows}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migrate_schedules_the_job_with_the_retention_in_force_then() -> None:
+    cron_database, database = _cron_database(), connection.settings_dict["NAME"]
+    if cron_database in (None, database):
+        pytest.skip("needs pg_cron running in another database of this server")
+    name = f"taskclaim-task-results:{database}"
+    with separate_connection(connection, dbname=cron_database) as conn:
+        try:
+            with override_settings(TASKCLAIM_TASK_RESULTS_RETENTION=3600):
+                call_command("migrate", "astral_taskclaim", verbosity=0)
+            assert _results_jobs(conn)[name] == (database, retention.job_command(3600))
+            with override_settings(TASKCLAIM_TASK_RESULTS_RETENTION=None):
+                call_command("migrate", "astral_taskclaim", verbosity=0)
+            assert name not in _results_jobs(conn)
+            call_command("migrate", "astral_taskclaim", "0005", verbosity=0)
+            call_command("migrate", "astral_taskclaim", verbosity=0)
+            assert _results_jobs(conn)[name] == (database, retention.job_command(604800))
+            call_command("migrate", "astral_taskclaim", "0005", verbosity=0)
+            assert name not in _results_jobs(conn)  # no job left without its table
+        finally:
+            call_command("migrate", verbosity=0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_app_databases_on_one_server_each_keep_their_results_job() -> None:
+    # Another database on the server holds the shared name (a neighbour
+    # migrated by an earlier release) and one of its own.
+    cron_database, database = _cron_database(), connection.settings_dict["NAME"]
+    if cron_database in (None, database):
+        pytest.skip("needs pg_cron running in another database of this server")
+    other = "taskclaim_results_other"
+    with separate_connection(connection, dbname=cron_database) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {other}")
+        conn.execute(f"CREATE DATABASE {other}")
+        schedule = "SELECT cron.schedule_in_database(%s, '45 * * * *', 'SELECT 1', %s)"
+        shared = _results_jobs(conn).get("taskclaim-task-results", (None, None))[0]
+        try:
+            if shared is None:
+                conn.execute(schedule, ["taskclaim-task-results", other])
+                shared = other
+            conn.execute(schedule, [f"taskclaim-task-results:{other}", other])
+            call_command("migrate", "astral_taskclaim", verbosity=0)
+            jobs = _results_jobs(conn)
+            assert jobs["taskclaim-task-results"][0] == shared
+            assert jobs[f"taskclaim-task-results:{other}"][0] == other
+            assert jobs[f"taskclaim-task-results:{database}"][0] == database
+        finally:
+            conn.execute("SELECT cron.unschedule(jobid) FROM cron.job WHERE database = %s", [other])
+            conn.execute(f"DROP DATABASE {other}")

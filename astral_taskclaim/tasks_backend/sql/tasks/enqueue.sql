@@ -1,23 +1,17 @@
 -- Enqueues one run of a Django Task on the PostgreSQL queue in one statement:
--- claims its key (when it coalesces, as taskclaim/enqueue.sql does), queues
+-- claims its key (when it coalesces: taskclaim/claim.sql with the run's id as
+-- token, timed from the statement as every claim write is), queues
 -- its message with priority and due time, and records its result row, all
 -- committing together. Returns the run's enqueue time; or, when an unexpired
 -- claim holds the key, no enqueue time and the holder's token (its result id).
 WITH claimed AS (
-  INSERT INTO taskclaim.claim AS c (key, expires_at, token)
-  SELECT
-    %(key)s::text,
-    CURRENT_TIMESTAMP + make_interval(secs => %(seconds)s::double precision),
-    %(token)s::uuid
-  WHERE %(key)s::text IS NOT NULL AND NOT EXISTS (
-    SELECT FROM taskclaim.claim AS held
-    WHERE held.key = %(key)s::text AND held.expires_at >= CURRENT_TIMESTAMP
-  )
-  ON CONFLICT (key) DO UPDATE SET
-    expires_at = EXCLUDED.expires_at,
-    token = EXCLUDED.token
-  WHERE c.expires_at < CURRENT_TIMESTAMP
-  RETURNING c.token
+  -- include: taskclaim/claim.sql
+  --   replacing: gen_random_uuid()
+  --   with: %(token)s::uuid
+  --   replacing: WHERE NOT EXISTS (
+  --   with: WHERE %(key)s::text IS NOT NULL AND NOT EXISTS (
+  --   replacing: RETURNING token::text
+  --   with: RETURNING c.token
 ), run AS (
   SELECT token FROM claimed
   UNION ALL
@@ -44,4 +38,4 @@ SELECT
   (SELECT enqueued_at FROM recorded) AS enqueued_at,
   (SELECT held.token::text FROM taskclaim.claim AS held
    WHERE NOT EXISTS (SELECT FROM run)
-     AND held.key = %(key)s::text AND held.expires_at >= CURRENT_TIMESTAMP) AS holder
+     AND held.key = %(key)s::text AND held.expires_at >= statement_timestamp()) AS holder

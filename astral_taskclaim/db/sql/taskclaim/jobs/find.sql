@@ -1,6 +1,7 @@
--- Whether an active job (visible to this user) cleans the app's database.
+-- Whether an active job of this base (visible to this user) serves the app's
+-- database, under either name.
 SELECT EXISTS (
   SELECT FROM cron.job
   WHERE database = %(database)s AND active
-    AND (jobname = 'taskclaim-ttl' OR jobname = 'taskclaim-ttl:' || %(database)s)
+    AND (jobname = %(base)s OR jobname = %(base)s || ':' || %(database)s)
 );

@@ -1,2 +1,3 @@
--- Schedules taskclaim-ttl where pg_cron runs in this very database.
-SELECT cron.schedule('taskclaim-ttl', '15 * * * *', %(command)s);
+-- Schedules (or reschedules, by name) a job where pg_cron runs in this very
+-- database.
+SELECT cron.schedule(%(name)s, %(schedule)s, %(command)s);

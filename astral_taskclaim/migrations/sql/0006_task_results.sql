@@ -46,8 +46,11 @@ CREATE INDEX task_result_key_idx ON taskclaim.task_result (key) WHERE key IS NOT
 COMMENT ON TABLE taskclaim.task_result IS 'Runs of Django Tasks on astral_taskclaim''s queues.';
 
 -- Deletes results finished longer ago than `keep`, and returns how many.
-CREATE FUNCTION taskclaim.delete_task_results(keep interval) RETURNS bigint
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+CREATE FUNCTION taskclaim.delete_task_results(keep interval)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog
+AS $$
 DECLARE
   deleted bigint;
 BEGIN

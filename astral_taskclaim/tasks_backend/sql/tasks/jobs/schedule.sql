@@ -1,2 +1,0 @@
--- Schedules the task-result cleanup where pg_cron runs in this very database.
-SELECT cron.schedule(%(name)s, %(schedule)s, %(command)s);
