@@ -13,6 +13,8 @@ from django.db import connections
 from django.db.models.signals import post_migrate
 from django.utils.translation import gettext_lazy as _
 
+from astral_taskclaim.core.conf import app_settings
+
 
 def after_migrate(using: str, plan: list[Any] | None = None, **kwargs: Any) -> None:
     """``post_migrate`` handler: applies, with the settings in force now,
@@ -23,7 +25,6 @@ def after_migrate(using: str, plan: list[Any] | None = None, **kwargs: Any) -> N
     (:mod:`astral_taskclaim.tasks_backend.retention`). Only after
     ``migrate`` on the claims database: ``flush`` (run between transactional
     tests) sends the signal without a plan, and changes nothing these follow."""
-    from astral_taskclaim.core.conf import app_settings
     from astral_taskclaim.db.grants import applied_migrations, apply_grants
     from astral_taskclaim.tasks_backend import retention
 

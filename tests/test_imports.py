@@ -24,6 +24,10 @@ DEFERRED = {
     ("astral_taskclaim.apps", "astral_taskclaim.functions"): "app loading: needs the models",
     ("astral_taskclaim.apps", "astral_taskclaim.tasks"): "app loading: needs the models",
     ("astral_taskclaim.apps", "astral_taskclaim.tasks_backend"): "app loading: needs the models",
+    ("astral_taskclaim.apps", "astral_taskclaim.db.grants"): "app loading: needs the models",
+    ("astral_taskclaim.apps", "astral_taskclaim.tasks_backend.retention"): (
+        "app loading: needs the models"
+    ),
     ("astral_taskclaim.tasks_backend", "astral_taskclaim.tasks_backend.backend"): (
         "optional: Django's Tasks framework (Django 6 or django-tasks)"
     ),
