@@ -20,12 +20,13 @@ STAMP := $(VENV)/.installed-test
 # starting a server.
 TYPECHECK_ENV := DATABASE_URL=postgres://localhost/typecheck
 
-.PHONY: help venv test test-fast lint typecheck pytest demo serve bench stress docs dist clean schema-reference
+.PHONY: help venv test test-fast lint typecheck pytest pgbouncer demo serve bench stress docs dist clean schema-reference
 
 help:
 	@echo "make demo   run the main job on an embedded PostgreSQL"
 	@echo "make test   lint, type-check and run the test suite"
 	@echo "make test-fast   the quick tier: memory queue, no database (seconds)"
+	@echo "make pgbouncer   the PgBouncer suite (transaction mode), on DATABASE_URL's server"
 	@echo "make bench  run the benchmarks"
 	@echo "make docs   build the documentation"
 	@echo "make dist   build the sdist and wheel"
@@ -67,6 +68,11 @@ serve: $(STAMP)
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
+
+# The suite through PgBouncer (transaction mode, 127.0.0.1:16432) in front
+# of DATABASE_URL's server; needs the pgbouncer binary (Debian: pgbouncer).
+pgbouncer: $(STAMP)
+	$(BIN)/pytest tests/pgbouncer $(PYTEST_ARGS)
 
 stress: $(STAMP)
 	TASKCLAIM_STRESS=1 $(BIN)/pytest tests/reliability $(PYTEST_ARGS)

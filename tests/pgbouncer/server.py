@@ -99,7 +99,8 @@ class PgBouncer:
             raise RuntimeError(f"pgbouncer did not start: {list(self.log)}")
 
     def _drain(self, listening: threading.Event) -> None:
-        assert self.process is not None and self.process.stderr is not None
+        assert self.process is not None
+        assert self.process.stderr is not None
         for line in self.process.stderr:
             self.log.append(line.rstrip())
             if "process up" in line:
