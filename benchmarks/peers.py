@@ -18,6 +18,10 @@
 With ``--rate R`` (e2e) it paces the enqueues at R per second and also
 reports each task's delay from the enqueue's commit to its start (row 5;
 astral-taskclaim only).
+
+``TASKCLAIM_BENCH_WATCH_URL``, when set, is where the driver itself watches
+the queue from (its own prepared queries, ``pg_stat_activity``): the server,
+when the system under test reaches it through a pooler.
 """
 
 from __future__ import annotations
@@ -91,7 +95,7 @@ def drive(
     ]
     committed: dict[str, float] = {}
     try:
-        with common.connect(system.url) as watch:
+        with common.connect(os.environ.get("TASKCLAIM_BENCH_WATCH_URL") or system.url) as watch:
             if mode == "drain":
                 start = _await_workers(watch, 1, procs)
                 left = _await_drained(watch, system.pending_sql(), procs, limit=drain_limit)
