@@ -184,17 +184,21 @@ def _produce(
 
 
 def _await_workers(watch: Any, workers: int, procs: list[subprocess.Popen[bytes]]) -> float:
-    """Until ``workers`` worker processes have a connection open (60 s at
-    most); the ``perf_counter()`` when they were seen."""
+    """Until ``workers`` worker processes have been seen connected (60 s at
+    most); the ``perf_counter()`` when they were. Seen over several looks:
+    behind a pooler a server connection carries the name of the worker that
+    used it last."""
     deadline = time.monotonic() + 60
+    seen: set[str] = set()
     while time.monotonic() < deadline:
         _check_alive(procs)
-        row = watch.execute(
-            "SELECT count(DISTINCT application_name) FROM pg_stat_activity "
+        rows = watch.execute(
+            "SELECT DISTINCT application_name FROM pg_stat_activity "
             "WHERE application_name LIKE %s",
             (f"{APP_NAME}-%",),
-        ).fetchone()
-        if row and row[0] >= workers:
+        ).fetchall()
+        seen.update(name for (name,) in rows)
+        if len(seen) >= workers:
             return time.perf_counter()
         time.sleep(POLL)
     raise TimeoutError("the workers did not connect within 60 s")

@@ -42,7 +42,7 @@ from psycopg.pq import TransactionStatus
 
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.db import sqlfiles
-from astral_taskclaim.db.connections import apooled, connection_params
+from astral_taskclaim.db.connections import apooled, connection_params, log_read_only
 from astral_taskclaim.db.statements import may_prepare
 
 logger = logging.getLogger(__name__)
@@ -91,6 +91,15 @@ class AsyncPool:
             return await cursor.fetchall() if cursor.description else []
         except psycopg.OperationalError as error:
             if reused and connection.broken:
+                raise _StaleConnection() from error
+            raise
+        except psycopg.errors.ReadOnlySqlTransaction as error:
+            # On a standby since a failover: replaced, not kept. A kept one
+            # runs the statement again on another; a new one raises, lest a
+            # name still pointing at the standby make this loop.
+            log_read_only(self.alias)
+            await _close_quietly(connection)
+            if reused:
                 raise _StaleConnection() from error
             raise
         finally:

@@ -16,6 +16,13 @@ start-up with a process id of their own (PgBouncer's cancel key) instead of
 the server's, so a connection whose ``pg_backend_pid()`` differs from the
 one it was given is behind one. The first connection of each alias that
 would prepare or listen asks, once per process.
+
+After a failover a connection can end up on a server that is now a standby
+(a DNS name still pointing at it, a URL without
+``target_session_attrs=read-write``): every write then fails with "cannot
+execute ... in a read-only transaction" while the connection itself looks
+healthy, so nothing would ever replace it. :func:`drop_if_read_only`
+closes such a connection, so the next one finds the primary.
 """
 
 from __future__ import annotations
@@ -35,7 +42,10 @@ __all__ = [
     "apooled",
     "close_connections",
     "connection_params",
+    "drop_if_read_only",
+    "is_read_only_error",
     "known_pooler",
+    "log_read_only",
     "pooled",
     "savepoint_if_in_atomic",
     "separate_connection",
@@ -152,3 +162,35 @@ def _forget_poolers(*, setting: str, **kwargs: Any) -> None:
 
 
 setting_changed.connect(_forget_poolers)
+
+
+def is_read_only_error(error: BaseException) -> bool:
+    """Whether ``error`` (psycopg's or Django's wrapping it) is a write
+    refused because the server is read-only (a standby)."""
+    return isinstance(error, psycopg.errors.ReadOnlySqlTransaction) or isinstance(
+        error.__cause__, psycopg.errors.ReadOnlySqlTransaction
+    )
+
+
+def log_read_only(alias: str) -> None:
+    """The one log line of a connection replaced for being on a standby."""
+    logger.warning(
+        "database %s: the connection is to a read-only server (a standby, after a "
+        "failover?); closing it so the next connection finds the primary",
+        alias,
+        extra={"event": "db.read_only_server", "database": alias},
+    )
+
+
+def drop_if_read_only(database: BaseDatabaseWrapper, error: BaseException) -> None:
+    """After ``error`` on ``database``'s connection: if the server refused a
+    write as read-only, closes the connection, at once in autocommit, else
+    where Django next checks it (``close_old_connections()``, at the end of
+    a request) once the transaction is over."""
+    if not is_read_only_error(error) or database.connection is None:
+        return
+    log_read_only(database.alias)
+    if database.in_atomic_block:
+        database.close_at = 0
+    else:
+        database.close()

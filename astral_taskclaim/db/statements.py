@@ -45,13 +45,13 @@ from typing import Any
 
 import psycopg
 from django.core.signals import setting_changed
-from django.db import connections
+from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.not_migrated import explains_missing_tables
 from astral_taskclaim.db import sqlfiles
-from astral_taskclaim.db.connections import known_pooler, pooled
+from astral_taskclaim.db.connections import drop_if_read_only, known_pooler, pooled
 
 __all__ = ["Connector", "configured_alias", "may_prepare", "run"]
 
@@ -187,8 +187,21 @@ class Connector:
     def _run(
         self, path: str, params: Mapping[str, Any] | None, *, prepare: bool
     ) -> tuple[Rows, int]:
-        query = sqlfiles.read(path)
         connection = self.connection
+        try:
+            return self._run_on(connection, sqlfiles.read(path), params, prepare=prepare)
+        except DatabaseError as error:
+            drop_if_read_only(connection, error)
+            raise
+
+    def _run_on(
+        self,
+        connection: BaseDatabaseWrapper,
+        query: str,
+        params: Mapping[str, Any] | None,
+        *,
+        prepare: bool,
+    ) -> tuple[Rows, int]:
         # Django's query log (DEBUG, CaptureQueriesContext) cannot show the
         # text of a statement psycopg ran prepared: logged, it runs as is.
         if not (prepare and self._prepares(connection)):
