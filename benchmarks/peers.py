@@ -193,8 +193,7 @@ def _await_workers(watch: Any, workers: int, procs: list[subprocess.Popen[bytes]
     while time.monotonic() < deadline:
         _check_alive(procs)
         rows = watch.execute(
-            "SELECT DISTINCT application_name FROM pg_stat_activity "
-            "WHERE application_name LIKE %s",
+            "SELECT DISTINCT application_name FROM pg_stat_activity WHERE application_name LIKE %s",
             (f"{APP_NAME}-%",),
         ).fetchall()
         seen.update(name for (name,) in rows)

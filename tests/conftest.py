@@ -37,8 +37,9 @@ FAST_MODULES = {
 
 
 #: Suites that change the session's database (``tests/pgbouncer`` runs it
-#: through PgBouncer): collected only when named on the command line.
-OWN_SESSION_SUITES = ("tests/pgbouncer",)
+#: through PgBouncer, ``tests/failover`` on a pg_auto_failover cluster):
+#: collected only when named on the command line.
+OWN_SESSION_SUITES = ("tests/pgbouncer", "tests/failover")
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
