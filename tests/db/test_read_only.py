@@ -11,7 +11,7 @@ import pytest
 from django.db import InternalError, connection, transaction
 
 from astral_taskclaim import aclaim_task, claim_task
-from astral_taskclaim.aio import aclose_connections
+from astral_taskclaim.claims.async_api import aclose_connections
 from astral_taskclaim.db.aio_pool import pool
 from tests.aiokit import run
 from tests.claimkit import claims, django_pid

@@ -27,11 +27,11 @@ import pytest
 from django.db import DatabaseError, connection
 from django.test import override_settings
 
-from astral_taskclaim.claims import enqueue_claimed
+from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.queues import queues
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import registry
-from astral_taskclaim.worker import Worker
+from astral_taskclaim.worker.loop import Worker
 from tests.failover.cluster import Cluster
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

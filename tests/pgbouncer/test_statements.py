@@ -11,7 +11,7 @@ import pytest
 from django.db import connection, connections, transaction
 
 from astral_taskclaim import claim_task, hold_task, release_task
-from astral_taskclaim.bulk import claim_tasks
+from astral_taskclaim.claims.bulk import claim_tasks
 from astral_taskclaim.db import connections as db_connections
 from astral_taskclaim.db.connections import known_pooler
 from tests.claimkit import claims

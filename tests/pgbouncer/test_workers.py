@@ -17,14 +17,15 @@ from django.core.management import call_command
 from django.db import connection
 from django.test import override_settings
 
-from astral_taskclaim import aclaim_task, aenqueue_claimed, aio
-from astral_taskclaim.bulk import enqueue_claimed_many
-from astral_taskclaim.claims import enqueue_claimed
+from astral_taskclaim import aclaim_task, aenqueue_claimed
+from astral_taskclaim.claims.async_api import aclose_connections
+from astral_taskclaim.claims.bulk import enqueue_claimed_many
+from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.queues import create_queue, queues
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import registry
 from astral_taskclaim.tasks_backend.compat import TaskResultStatus
-from astral_taskclaim.worker import Worker
+from astral_taskclaim.worker.loop import Worker
 from tests.aiokit import run
 from tests.queues.cloudflare_server import CloudflareQueuesServer
 from tests.queues.servers import CloudflareOutbox
@@ -110,7 +111,7 @@ def test_the_async_api_claims_and_enqueues_through_its_pools(jobs_queue: Postgre
             again = await aenqueue_claimed(jobs_queue, "async", {"n": 7}, window_seconds=60)
             return first, token, again
         finally:
-            await aio.aclose_connections()
+            await aclose_connections()
 
     for _ in range(3):  # each loop opens new pooled connections, prepared or not
         first, token, again = run(claims_and_enqueues())
