@@ -77,10 +77,13 @@ pgbouncer: $(STAMP)
 
 # Claimed enqueues and workers across failovers of a pg_auto_failover
 # cluster (127.0.0.1:16601-16603); needs Debian's postgresql-15-auto-failover.
-# FAILOVERS=6 for a longer run (alternately planned and unplanned).
+# FAILOVERS=6 for a longer run (alternately planned and unplanned);
+# FAILOVER_ASYNC=0 skips the measurement without synchronous replication.
 FAILOVERS ?= 2
+FAILOVER_ASYNC ?= 1
 failover: $(STAMP)
-	TASKCLAIM_FAILOVERS=$(FAILOVERS) $(BIN)/pytest tests/failover -s $(PYTEST_ARGS)
+	TASKCLAIM_FAILOVERS=$(FAILOVERS) TASKCLAIM_FAILOVER_ASYNC=$(FAILOVER_ASYNC) \
+	  $(BIN)/pytest tests/failover -s $(PYTEST_ARGS)
 
 stress: $(STAMP)
 	TASKCLAIM_STRESS=1 $(BIN)/pytest tests/reliability $(PYTEST_ARGS)

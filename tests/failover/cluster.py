@@ -195,6 +195,18 @@ class Cluster:
         self._run(name)
         self.await_states()
 
+    def set_synchronous(self, on: bool) -> None:
+        """Whether the standby is in the synchronous quorum (pg_auto_failover's
+        ``replication-quorum``; on by default); returns once applied."""
+        standby = next(
+            name for name, (reported, _) in self.states().items() if reported == "secondary"
+        )
+        self._autoctl(
+            "set", "node", "replication-quorum", "true" if on else "false",
+            "--pgdata", str(self.base / standby),
+        )  # fmt: skip
+        self.await_states()
+
     def stop(self) -> None:
         """Stops every ``pg_autoctl run`` (by its id), nodes first, and
         removes the directory."""
