@@ -77,6 +77,7 @@ class Cluster:
             user=self.user if os.geteuid() == 0 else None,
             capture_output=True,
             text=True,
+            errors="replace",  # its log lines may carry stray bytes
             check=False,
             cwd=self.base,
         )
@@ -206,6 +207,10 @@ class Cluster:
             "--pgdata", str(self.base / standby),
         )  # fmt: skip
         self.await_states()
+        with psycopg.connect(self.url) as primary:
+            row = primary.execute("SHOW synchronous_standby_names").fetchone()
+        assert row is not None
+        assert bool(row[0]) is on, f"synchronous_standby_names = {row[0]!r}"
 
     def stop(self) -> None:
         """Stops every ``pg_autoctl run`` (by its id), nodes first, and
