@@ -20,12 +20,14 @@ STAMP := $(VENV)/.installed-test
 # starting a server.
 TYPECHECK_ENV := DATABASE_URL=postgres://localhost/typecheck
 
-.PHONY: help venv test test-fast lint typecheck pytest demo serve bench stress docs dist clean schema-reference
+.PHONY: help venv test test-fast lint typecheck pytest pgbouncer failover demo serve bench stress docs dist clean schema-reference
 
 help:
 	@echo "make demo   run the main job on an embedded PostgreSQL"
 	@echo "make test   lint, type-check and run the test suite"
 	@echo "make test-fast   the quick tier: memory queue, no database (seconds)"
+	@echo "make pgbouncer   the PgBouncer suite (transaction mode), on DATABASE_URL's server"
+	@echo "make failover   claims and workers across pg_auto_failover failovers"
 	@echo "make bench  run the benchmarks"
 	@echo "make docs   build the documentation"
 	@echo "make dist   build the sdist and wheel"
@@ -67,6 +69,21 @@ serve: $(STAMP)
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
+
+# The suite through PgBouncer (transaction mode, 127.0.0.1:16432) in front
+# of DATABASE_URL's server; needs the pgbouncer binary (Debian: pgbouncer).
+pgbouncer: $(STAMP)
+	$(BIN)/pytest tests/pgbouncer $(PYTEST_ARGS)
+
+# Claimed enqueues and workers across failovers of a pg_auto_failover
+# cluster (127.0.0.1:16601-16603); needs Debian's postgresql-15-auto-failover.
+# FAILOVERS=6 for a longer run (alternately planned and unplanned);
+# FAILOVER_ASYNC=0 skips the measurement without synchronous replication.
+FAILOVERS ?= 2
+FAILOVER_ASYNC ?= 1
+failover: $(STAMP)
+	TASKCLAIM_FAILOVERS=$(FAILOVERS) TASKCLAIM_FAILOVER_ASYNC=$(FAILOVER_ASYNC) \
+	  $(BIN)/pytest tests/failover -s $(PYTEST_ARGS)
 
 stress: $(STAMP)
 	TASKCLAIM_STRESS=1 $(BIN)/pytest tests/reliability $(PYTEST_ARGS)

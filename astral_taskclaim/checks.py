@@ -29,9 +29,13 @@ E031       error    A ``@claimed_task``'s queue is not in ``TASKCLAIM_QUEUES``.
 W032       warning  pg_cron is loaded but no job deletes this database's
                     expired claims.
 E033       error    A ``ClaimTaskBackend`` in ``TASKS`` has a wrong option.
+W040       warning  A connection pooler relays ``TASKCLAIM_DATABASE`` and
+                    ``DISABLE_SERVER_SIDE_CURSORS`` is not set.
+W041       warning  A connection pooler relays ``TASKCLAIM_DATABASE`` and
+                    ``OPTIONS["assume_role"]`` is set.
 =========  =======  ==========================================================
 
-E002 to E005, W030 and W032 ask the server, so they run with ``manage.py
+E002 to E005, W030, W032, W040 and W041 ask the server, so they run with ``manage.py
 check --database`` and before ``migrate``, like Django's own database checks.
 """
 
@@ -49,7 +53,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.not_migrated import advice, missing_tables
 from astral_taskclaim.db import roles
-from astral_taskclaim.db.connections import server_version
+from astral_taskclaim.db.connections import PROBE, server_version
 from astral_taskclaim.db.cron import has_cleanup_job
 from astral_taskclaim.fields import DbSlugField
 from astral_taskclaim.functions import Slug
@@ -167,7 +171,7 @@ def check_queues(**kwargs: Any) -> list[checks.CheckMessage]:
 def check_server(
     databases: Sequence[str] | None = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
-    """E002, W003, W004, E005, W030 and W032: what the server has."""
+    """E002, W003, W004, E005, W030, W032, W040 and W041: what the server has."""
     try:
         alias = app_settings.DATABASE
     except ImproperlyConfigured:
@@ -186,6 +190,7 @@ def check_server(
         missing = roles.missing_roles(connection)
         absent = missing_tables(alias)
         cleaned = None if absent or cron_database is None else has_cleanup_job(connection)
+        relayed = _ask(connection, PROBE) != connection.connection.info.backend_pid
     except DatabaseError as error:
         return [
             checks.Warning(f"Could not inspect database {alias!r}: {error}", id=ID.format("W007"))
@@ -219,8 +224,42 @@ def check_server(
                 id=ID.format("W032"),
             )
         )
+    if relayed:
+        messages.extend(pooler_messages(connection))
     messages.extend(
         checks.Error(roles.how_to_create(setting, role), id=ID.format("E005"))
         for setting, role in missing.items()
     )
+    return messages
+
+
+def pooler_messages(connection: BaseDatabaseWrapper) -> list[checks.CheckMessage]:
+    """W040 and W041: what a transaction-mode pooler relaying ``connection``
+    (e.g. PgBouncer's ``pool_mode = transaction``) would break. The app's own
+    statements need nothing: they run unprepared there, and the PostgreSQL
+    queues poll instead of ``LISTEN``."""
+    alias = connection.alias
+    messages: list[checks.CheckMessage] = []
+    if not connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS"):
+        messages.append(
+            checks.Warning(
+                f"A connection pooler relays database {alias!r} and "
+                "DISABLE_SERVER_SIDE_CURSORS is not set: in transaction mode, Django's "
+                "server-side cursors (QuerySet.iterator()) fail.",
+                hint=f"Set DATABASES[{alias!r}]['DISABLE_SERVER_SIDE_CURSORS'] = True; "
+                "behind a pooler in session mode, silence astral_taskclaim.W040.",
+                id=ID.format("W040"),
+            )
+        )
+    if (connection.settings_dict.get("OPTIONS") or {}).get("assume_role"):
+        messages.append(
+            checks.Warning(
+                f"A connection pooler relays database {alias!r} and OPTIONS['assume_role'] "
+                "is set: in transaction mode the role, set once per connection, applies to "
+                "one server connection only, so queries may run as the login user.",
+                hint="Log in as the role itself (USER) instead; behind a pooler in session "
+                "mode, silence astral_taskclaim.W041.",
+                id=ID.format("W041"),
+            )
+        )
     return messages

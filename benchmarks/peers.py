@@ -18,6 +18,10 @@
 With ``--rate R`` (e2e) it paces the enqueues at R per second and also
 reports each task's delay from the enqueue's commit to its start (row 5;
 astral-taskclaim only).
+
+``TASKCLAIM_BENCH_WATCH_URL``, when set, is where the driver itself watches
+the queue from (its own prepared queries, ``pg_stat_activity``): the server,
+when the system under test reaches it through a pooler.
 """
 
 from __future__ import annotations
@@ -91,7 +95,7 @@ def drive(
     ]
     committed: dict[str, float] = {}
     try:
-        with common.connect(system.url) as watch:
+        with common.connect(os.environ.get("TASKCLAIM_BENCH_WATCH_URL") or system.url) as watch:
             if mode == "drain":
                 start = _await_workers(watch, 1, procs)
                 left = _await_drained(watch, system.pending_sql(), procs, limit=drain_limit)
@@ -180,17 +184,20 @@ def _produce(
 
 
 def _await_workers(watch: Any, workers: int, procs: list[subprocess.Popen[bytes]]) -> float:
-    """Until ``workers`` worker processes have a connection open (60 s at
-    most); the ``perf_counter()`` when they were seen."""
+    """Until ``workers`` worker processes have been seen connected (60 s at
+    most); the ``perf_counter()`` when they were. Seen over several looks:
+    behind a pooler a server connection carries the name of the worker that
+    used it last."""
     deadline = time.monotonic() + 60
+    seen: set[str] = set()
     while time.monotonic() < deadline:
         _check_alive(procs)
-        row = watch.execute(
-            "SELECT count(DISTINCT application_name) FROM pg_stat_activity "
-            "WHERE application_name LIKE %s",
+        rows = watch.execute(
+            "SELECT DISTINCT application_name FROM pg_stat_activity WHERE application_name LIKE %s",
             (f"{APP_NAME}-%",),
-        ).fetchone()
-        if row and row[0] >= workers:
+        ).fetchall()
+        seen.update(name for (name,) in rows)
+        if len(seen) >= workers:
             return time.perf_counter()
         time.sleep(POLL)
     raise TimeoutError("the workers did not connect within 60 s")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,6 +34,22 @@ FAST_MODULES = {
     "tests/consumer/test_retry.py",
     "tests/core/test_validation.py",
 }
+
+
+#: Suites that change the session's database (``tests/pgbouncer`` runs it
+#: through PgBouncer, ``tests/failover`` on a pg_auto_failover cluster):
+#: collected only when named on the command line.
+OWN_SESSION_SUITES = ("tests/pgbouncer", "tests/failover")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    relative = collection_path.relative_to(config.rootpath).as_posix()
+    for suite in OWN_SESSION_SUITES:
+        if relative == suite or relative.startswith(suite + "/"):
+            named = [Path(arg.split("::")[0]).resolve() for arg in config.args]
+            root = config.rootpath / suite
+            return not any(path == root or root in path.parents for path in named)
+    return None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -42,7 +42,7 @@ from psycopg.pq import TransactionStatus
 
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.db import sqlfiles
-from astral_taskclaim.db.connections import connection_params
+from astral_taskclaim.db.connections import apooled, connection_params, log_read_only
 from astral_taskclaim.db.statements import may_prepare
 
 logger = logging.getLogger(__name__)
@@ -93,6 +93,15 @@ class AsyncPool:
             if reused and connection.broken:
                 raise _StaleConnection() from error
             raise
+        except psycopg.errors.ReadOnlySqlTransaction as error:
+            # On a standby since a failover: replaced, not kept. A kept one
+            # runs the statement again on another; a new one raises, lest a
+            # name still pointing at the standby make this loop.
+            log_read_only(self.alias)
+            await _close_quietly(connection)
+            if reused:
+                raise _StaleConnection() from error
+            raise
         finally:
             await self._give_back(connection)
 
@@ -122,12 +131,15 @@ class AsyncPool:
         options = wrapper.settings_dict.get("OPTIONS") or {}
         # Only the package's few statements run on these connections, each
         # often: prepare them at once, unless the settings show a
-        # transaction-mode pooler (see statements.may_prepare).
+        # transaction-mode pooler (see statements.may_prepare) or one relays
+        # the connections (asked before preparing anything).
         threshold = 0 if may_prepare(wrapper) else None
         connection = await psycopg.AsyncConnection.connect(
-            **connection_params(wrapper), autocommit=True, prepare_threshold=threshold
+            **connection_params(wrapper), autocommit=True, prepare_threshold=None
         )
         try:
+            if threshold is not None and not await apooled(self.alias, connection):
+                connection.prepare_threshold = threshold
             if options.get("isolation_level") is not None:
                 await connection.set_isolation_level(IsolationLevel(options["isolation_level"]))
             if options.get("assume_role"):

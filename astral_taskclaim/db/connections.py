@@ -1,23 +1,64 @@
 """Separate psycopg connections with the settings of a Django database,
-the server's version, dropping this thread's Django connections after a database error, and a
-savepoint around a statement that may fail inside the caller's transaction.
+the server's version, dropping this thread's Django connections after a
+database error, a savepoint around a statement that may fail inside the
+caller's transaction, and telling whether a connection pooler stands between
+a database alias and its server.
 
 Some work cannot share Django's connection: LISTEN must outlive
 transactions, pg_cron lives in another database of the same server, and
 the async functions need connections of their own on the event loop.
+
+A pooler in transaction mode (PgBouncer's ``pool_mode = transaction``) hands
+each transaction to whichever server connection is free, so nothing that
+outlives a transaction works through it: prepared statements ("prepared
+statement does not exist") and ``LISTEN``. Poolers answer a client's
+start-up with a process id of their own (PgBouncer's cancel key) instead of
+the server's, so a connection whose ``pg_backend_pid()`` differs from the
+one it was given is behind one. The first connection of each alias that
+would prepare or listen asks, once per process.
+
+After a failover a connection can end up on a server that is now a standby
+(a DNS name still pointing at it, a URL without
+``target_session_attrs=read-write``): every write then fails with "cannot
+execute ... in a read-only transaction" while the connection itself looks
+healthy, so nothing would ever replace it. :func:`drop_if_read_only`
+closes such a connection, so the next one finds the primary.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import psycopg
+from django.core.signals import setting_changed
 from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+__all__ = [
+    "PROBE",
+    "apooled",
+    "close_connections",
+    "connection_params",
+    "drop_if_read_only",
+    "is_read_only_error",
+    "known_pooler",
+    "log_read_only",
+    "pooled",
+    "savepoint_if_in_atomic",
+    "separate_connection",
+    "server_version",
+]
+
 logger = logging.getLogger(__name__)
+
+#: What a connection asks to learn whether a pooler relays it.
+PROBE = "SELECT pg_backend_pid()"
+
+_pooled: dict[str, bool] = {}  # database alias -> a pooler is in between
+_pooled_lock = threading.Lock()
 
 # Keys of Django's connection parameters that psycopg.connect() does not take.
 _DJANGO_ONLY = ("cursor_factory", "context", "prepare_threshold", "server_side_binding")
@@ -69,3 +110,87 @@ def savepoint_if_in_atomic(alias: str) -> AbstractContextManager[object]:
     if connections[alias].in_atomic_block:
         return transaction.atomic(using=alias)
     return nullcontext()
+
+
+def known_pooler(alias: str) -> bool | None:
+    """Whether a pooler relays ``alias``'s connections, if a connection has
+    been asked (:func:`pooled`, :func:`apooled`) in this process."""
+    return _pooled.get(alias)
+
+
+def pooled(alias: str, connection: psycopg.Connection[Any]) -> bool:
+    """Whether a pooler relays ``connection`` (of database ``alias``),
+    asked only if no connection of ``alias`` was asked before."""
+    verdict = _pooled.get(alias)
+    if verdict is None:
+        row = connection.execute(PROBE).fetchone()
+        verdict = _record(alias, connection, row[0] if row else None)
+    return verdict
+
+
+async def apooled(alias: str, connection: psycopg.AsyncConnection[Any]) -> bool:
+    """:func:`pooled` for an async connection."""
+    verdict = _pooled.get(alias)
+    if verdict is None:
+        row = await (await connection.execute(PROBE)).fetchone()
+        verdict = _record(alias, connection, row[0] if row else None)
+    return verdict
+
+
+def _record(
+    alias: str,
+    connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any],
+    server_pid: int | None,
+) -> bool:
+    with _pooled_lock:
+        first = alias not in _pooled
+        verdict = _pooled.setdefault(alias, server_pid != connection.info.backend_pid)
+    if verdict and first:
+        logger.info(
+            "database %s: a connection pooler relays its connections; prepared statements "
+            "and LISTEN are off for it (the PostgreSQL queues poll)",
+            alias,
+            extra={"event": "db.pooler_detected", "database": alias},
+        )
+    return verdict
+
+
+def _forget_poolers(*, setting: str, **kwargs: Any) -> None:
+    if setting == "DATABASES":
+        with _pooled_lock:
+            _pooled.clear()
+
+
+setting_changed.connect(_forget_poolers)
+
+
+def is_read_only_error(error: BaseException) -> bool:
+    """Whether ``error`` (psycopg's or Django's wrapping it) is a write
+    refused because the server is read-only (a standby)."""
+    return isinstance(error, psycopg.errors.ReadOnlySqlTransaction) or isinstance(
+        error.__cause__, psycopg.errors.ReadOnlySqlTransaction
+    )
+
+
+def log_read_only(alias: str) -> None:
+    """The one log line of a connection replaced for being on a standby."""
+    logger.warning(
+        "database %s: the connection is to a read-only server (a standby, after a "
+        "failover?); closing it so the next connection finds the primary",
+        alias,
+        extra={"event": "db.read_only_server", "database": alias},
+    )
+
+
+def drop_if_read_only(database: BaseDatabaseWrapper, error: BaseException) -> None:
+    """After ``error`` on ``database``'s connection: if the server refused a
+    write as read-only, closes the connection, at once in autocommit, else
+    where Django next checks it (``close_old_connections()``, at the end of
+    a request) once the transaction is over."""
+    if not is_read_only_error(error) or database.connection is None:
+        return
+    log_read_only(database.alias)
+    if database.in_atomic_block:
+        database.close_at = 0
+    else:
+        database.close()

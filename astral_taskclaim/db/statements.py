@@ -29,8 +29,11 @@ Django turns psycopg's prepared statements off by default (its
 connection poolers. The connector turns them on for its own statements only,
 unless the database's settings show such a pooler: ``DISABLE_SERVER_SIDE_CURSORS``
 true (what Django's documentation asks for behind PgBouncer in transaction
-mode) or an explicit ``OPTIONS["prepare_threshold"] = None``. Then its
-statements run through Django's cursor as they are, unprepared.
+mode) or an explicit ``OPTIONS["prepare_threshold"] = None``, or the alias's
+first connection finds itself relayed by one
+(:func:`~astral_taskclaim.db.connections.pooled`), which a setting forgotten
+would otherwise turn into "prepared statement does not exist" errors. Then
+its statements run through Django's cursor as they are, unprepared.
 """
 
 from __future__ import annotations
@@ -42,12 +45,13 @@ from typing import Any
 
 import psycopg
 from django.core.signals import setting_changed
-from django.db import connections
+from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.not_migrated import explains_missing_tables
 from astral_taskclaim.db import sqlfiles
+from astral_taskclaim.db.connections import drop_if_read_only, known_pooler, pooled
 
 __all__ = ["Connector", "configured_alias", "may_prepare", "run"]
 
@@ -168,15 +172,39 @@ class Connector:
         """Runs the SQL file ``path`` with ``params``; how many rows it changed."""
         return self._run(path, params, prepare=False)[1]
 
+    def _prepares(self, connection: BaseDatabaseWrapper) -> bool:
+        if not may_prepare(connection) or connection.queries_logged:
+            return False
+        relayed = known_pooler(self.alias)
+        if relayed is None:
+            connection.validate_no_broken_transaction()
+            connection.ensure_connection()
+            with connection.wrap_database_errors:
+                relayed = pooled(self.alias, connection.connection)
+        return not relayed
+
     @explains_missing_tables
     def _run(
         self, path: str, params: Mapping[str, Any] | None, *, prepare: bool
     ) -> tuple[Rows, int]:
-        query = sqlfiles.read(path)
         connection = self.connection
+        try:
+            return self._run_on(connection, sqlfiles.read(path), params, prepare=prepare)
+        except DatabaseError as error:
+            drop_if_read_only(connection, error)
+            raise
+
+    def _run_on(
+        self,
+        connection: BaseDatabaseWrapper,
+        query: str,
+        params: Mapping[str, Any] | None,
+        *,
+        prepare: bool,
+    ) -> tuple[Rows, int]:
         # Django's query log (DEBUG, CaptureQueriesContext) cannot show the
         # text of a statement psycopg ran prepared: logged, it runs as is.
-        if not (prepare and may_prepare(connection) and not connection.queries_logged):
+        if not (prepare and self._prepares(connection)):
             with connection.cursor() as cursor:
                 cursor.execute(query, params)
                 return (cursor.fetchall() if cursor.description else []), cursor.rowcount

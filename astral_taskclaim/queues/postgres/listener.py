@@ -4,9 +4,13 @@ Senders wake waiting consumers with ``NOTIFY taskclaim.<queue>`` (a trigger
 on ``taskclaim.message``, and ``settle.sql`` for retries due at once). A
 waiting ``receive()`` listens on its own connection, outside Django's, so
 the wait holds no transaction open and the queue's statements keep Django's
-connection. When ``LISTEN`` cannot work (a pooler in transaction mode, a
-connection that broke) the queue polls instead: a failure is logged once
-per connection and the next wait listens again.
+connection. When ``LISTEN`` cannot work (a connection that broke) the queue
+polls instead: a failure is logged once per connection and the next wait
+listens again. Behind a connection pooler (settings for a transaction-mode
+one, or a pooler found relaying the connection: see
+:mod:`astral_taskclaim.db.connections`) a ``LISTEN`` would succeed and hear
+nothing, the server connection it ran on going back to the pool, so the
+queue only polls, saying so once.
 """
 
 from __future__ import annotations
@@ -15,10 +19,12 @@ import logging
 from typing import Any
 
 import psycopg
+from django.db import connections
 from psycopg import sql
 
 from astral_taskclaim.core.logtext import printable
-from astral_taskclaim.db.connections import separate_connection
+from astral_taskclaim.db.connections import known_pooler, pooled, separate_connection
+from astral_taskclaim.db.statements import may_prepare
 
 __all__ = ["Listener"]
 
@@ -36,6 +42,7 @@ class Listener:
         self.alias = alias
         self.poll_interval = poll_interval
         self._connection: psycopg.Connection[Any] | None = None
+        self._pooled = False  # seen behind a pooler: poll, for good
 
     def __repr__(self) -> str:
         return f"<Listener {self.channel!r} pid={self.backend_pid}>"
@@ -54,14 +61,31 @@ class Listener:
         if self._connection is not None and not self._connection.closed:
             return True
         self._connection = None
+        if self._pooled:
+            return False
+        if known_pooler(self.database) or not may_prepare(connections[self.database]):
+            return self._behind_pooler()
         try:
             connection = separate_connection(self.database)
+            if pooled(self.database, connection):
+                connection.close()
+                return self._behind_pooler()
             connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
         except psycopg.Error as error:
             self._failed(error)
             return False
         self._connection = connection
         return True
+
+    def _behind_pooler(self) -> bool:
+        self._pooled = True
+        logger.info(
+            "%s: the database connection goes through a pooler, which LISTEN cannot pass; "
+            "polling every %s s",
+            *(printable(self.alias), self.poll_interval),
+            extra={"event": "queue.listen_pooled", "queue": self.alias},
+        )
+        return False
 
     def wait(self, seconds: float) -> bool:
         """Waits up to ``seconds`` for a NOTIFY; ``False`` if the listening
