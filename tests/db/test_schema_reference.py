@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import difflib
+import re
 
 import pytest
 from django.db import connection
 
-from tests.tools.schema_reference import PATH, listing
+from astral_taskclaim.db import sqlfiles
+from tests.tools.schema_reference import OWNERS, PATH, listing
 
 pytestmark = pytest.mark.django_db
 
@@ -33,3 +35,28 @@ def test_a_fresh_migrate_builds_the_reference_schema(server_version: int) -> Non
         )
     )
     assert diff == "", f"regenerate with `make schema-reference` if intended:\n{diff}"
+
+
+#: Statements that write a table another family owns, with the reason.
+CROSSING = {
+    # The PostgreSQL queue's enqueue: claim and message in one statement,
+    # kept with the claim statements it includes.
+    "taskclaim/enqueue.sql": {"message"},
+    "taskclaim/bulk_enqueue.sql": {"message"},
+    # The admin's "delete expired claims", as the service role may run it.
+    "admin/delete_expired.sql": {"claim"},
+}
+_WRITE = re.compile(r"(?:INSERT INTO|UPDATE|DELETE FROM)\s+taskclaim\.(\w+)")
+
+
+def test_each_table_is_written_by_its_owners_sql_or_through_an_include_of_it() -> None:
+    # What an include brings in is the included family's own statement.
+    owners = {name.split(".")[1]: family for name, family in OWNERS.items() if "(" not in name}
+    crossing: dict[str, set[str]] = {}
+    for path in sqlfiles.all_paths():
+        lines = sqlfiles.source(path).splitlines()
+        own = "\n".join(line for line in lines if not line.lstrip().startswith("--"))
+        foreign = {table for table in _WRITE.findall(own) if owners[table] != path.split("/")[0]}
+        if foreign:
+            crossing[path] = foreign
+    assert crossing == CROSSING

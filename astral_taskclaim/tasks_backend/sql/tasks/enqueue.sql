@@ -1,9 +1,10 @@
 -- Enqueues one run of a Django Task on the PostgreSQL queue in one statement:
 -- claims its key (when it coalesces: taskclaim/claim.sql with the run's id as
--- token, timed from the statement as every claim write is), queues
--- its message with priority and due time, and records its result row, all
--- committing together. Returns the run's enqueue time; or, when an unexpired
--- claim holds the key, no enqueue time and the holder's token (its result id).
+-- token, timed from the statement as every claim write is), queues its
+-- message with priority and due time (the queue's queue/send_due.sql), and
+-- records its result row, all committing together. Returns the run's enqueue
+-- time; or, when an unexpired claim holds the key, no enqueue time and the
+-- holder's token (its result id).
 WITH claimed AS (
   -- include: taskclaim/claim.sql
   --   replacing: gen_random_uuid()
@@ -17,13 +18,9 @@ WITH claimed AS (
   UNION ALL
   SELECT %(token)s::uuid WHERE %(key)s::text IS NULL
 ), sent AS (
-  INSERT INTO taskclaim.message (queue, body, visible_at, priority)
-  SELECT
-    %(message_queue)s::text,
-    %(body)s::text,
-    greatest(statement_timestamp(), %(run_after)s::timestamptz),
-    %(priority)s::smallint
-  FROM run
+  -- include: queue/send_due.sql
+  --   replacing: %(priority)s::smallint
+  --   with: %(priority)s::smallint FROM run
 ), recorded AS (
   INSERT INTO taskclaim.task_result
     (id, task_path, backend, queue_name, queue, priority, run_after, key, args, kwargs)
