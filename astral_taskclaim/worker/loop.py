@@ -45,6 +45,7 @@ from django.db import close_old_connections
 
 from astral_taskclaim.consumer.consume import ConsumeSummary, Outcome
 from astral_taskclaim.consumer.summary import TaskRun
+from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.not_migrated import NotMigratedError
 from astral_taskclaim.core.redaction import redact_configured, redacting_filter
@@ -56,6 +57,7 @@ from astral_taskclaim.queues import (
     ReceivedMessage,
     create_queue,
 )
+from astral_taskclaim.queues.runs import write_runs
 from astral_taskclaim.tasks import ClaimedTask, registry
 from astral_taskclaim.worker.leases import LeaseKeeper, lease_length
 from astral_taskclaim.worker.shutdown import TwoStageStop
@@ -305,6 +307,8 @@ class Worker:
         for attempt in range(1, SETTLE_TRIES + 1):
             try:
                 self.backend.settle(messages)
+                if not self.backend.records_runs:
+                    self._write_runs(messages)
                 return
             except RECOVERABLE as error:
                 if attempt == SETTLE_TRIES:
@@ -318,6 +322,20 @@ class Worker:
                     )
                     return
                 self._recover(error, interruptible=False)
+
+    def _write_runs(self, messages: list[ReceivedMessage]) -> None:
+        """The history of a queue whose settlement does not write it: one
+        statement, after the settlement. A failure loses these runs'
+        history only (logged), never a message."""
+        try:
+            write_runs(self.using or app_settings.DATABASE, messages)
+        except (*RECOVERABLE, ValueError):
+            logger.warning(
+                "%s: the runs of a batch could not be recorded",
+                printable(self.queue),
+                exc_info=True,
+                extra={"event": "worker.runs_not_recorded", "queue": self.queue},
+            )
 
     def _recover(self, error: BaseException, *, interruptible: bool) -> None:
         """Logs ``error``, drops this thread's connections and waits the backoff."""

@@ -65,6 +65,7 @@ from astral_taskclaim.queues.base import (
     ReceivedMessage,
 )
 from astral_taskclaim.queues.postgres.listener import Listener
+from astral_taskclaim.queues.runs import RunRecord, run_params
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +95,7 @@ class PostgresQueue(BaseQueue):
 
     transactional = True
     supports_lease_extension = True
+    records_runs = True
 
     option_spec = {
         "database": opts.Option(
@@ -267,15 +269,21 @@ class PostgresQueue(BaseQueue):
         return QueueStatus(ready, delayed, leased, None if oldest is None else float(oldest))
 
     def settle(self, messages: Sequence[ReceivedMessage]) -> None:
-        """Deletes the acked and delays the retried messages, and wakes
-        waiting consumers for retries due at once: one statement
-        (``queue/settle.sql``) whatever the batch, so one round trip."""
+        """Deletes the acked and delays the retried messages, wakes waiting
+        consumers for retries due at once and records the claimed-task runs
+        the messages carry (:mod:`..runs`): one statement
+        (``queue/settle.sql``) whatever the batch, so one round trip. Runs
+        the history cannot store (a data error) are dropped, logged
+        (``queue.runs_not_recorded``), and the batch settled without them."""
         acks: list[tuple[int, str]] = []
         retries: list[tuple[int, str, float, str | None]] = []
+        runs: list[tuple[int | None, RunRecord]] = []
         for message in messages:
             if message.settlement is None:
                 continue
             id_, lease = _receipt(message)
+            if message.run is not None:
+                runs.append((id_, message.run))
             if message.settlement == "ack":
                 acks.append((id_, lease))
             else:
@@ -292,7 +300,21 @@ class PostgresQueue(BaseQueue):
             "errors": [retry[3] for retry in retries],
             "channel": self.channel,
         }
-        [(settled, _woken)] = statements.run(self.database, "queue/settle.sql", params)
+        try:
+            with savepoint_if_in_atomic(self.database):
+                rows = statements.run(
+                    self.database, "queue/settle.sql", {**params, **run_params(runs)}
+                )
+        except DataError:
+            if not runs:
+                raise
+            logger.exception(
+                "%s: %d runs could not be recorded; settled without them",
+                *(self.alias, len(runs)),
+                extra={"event": "queue.runs_not_recorded", "queue": self.alias},
+            )
+            rows = statements.run(self.database, "queue/settle.sql", {**params, **run_params(())})
+        [(settled, _woken)] = rows
         stale = len(acks) + len(retries) - settled
         if stale:
             self._log_stale_settlements(
