@@ -10,6 +10,8 @@ the ``astral_taskclaim`` label.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -103,3 +105,10 @@ class ClaimedRun(SqlOwnedModel):
 
     def __str__(self) -> str:
         return f"{self.task} {self.pk}"
+
+    @property
+    def error_entries(self) -> list[dict[str, Any]]:
+        """The stored errors that are objects, in order (whatever else a
+        row holds is left out)."""
+        errors = self.errors if isinstance(self.errors, list) else []
+        return [error for error in errors if isinstance(error, dict)]

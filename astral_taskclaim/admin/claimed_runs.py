@@ -59,14 +59,6 @@ class QueueFilter(TaskFilter):
         return queryset if value is None else queryset.filter(queue=value)
 
 
-def error_entries(errors: object) -> list[dict[str, Any]]:
-    """The stored errors that are objects, in order: whatever else a row
-    holds (not a list, a stray value) is left out rather than failing."""
-    if not isinstance(errors, list):
-        return []
-    return [error for error in errors if isinstance(error, dict)]
-
-
 class ClaimedRunAdmin(LargeTableAdmin, ModelAdminOf[ClaimedRun]):
     """Read-only claimed-task run history with a retry action."""
 
@@ -141,7 +133,7 @@ class ClaimedRunAdmin(LargeTableAdmin, ModelAdminOf[ClaimedRun]):
     @admin.display(description=_("errors"))
     def error_history(self, obj: ClaimedRun) -> SafeString | str:
         """Each failed attempt: its number, time, exception and traceback."""
-        errors = error_entries(obj.errors)
+        errors = obj.error_entries
         if not errors:
             return "-"
         return format_html_join(

@@ -31,8 +31,8 @@ from typing import Any, Literal
 from django.core.exceptions import ImproperlyConfigured
 
 from astral_taskclaim.core.conf import app_settings
-from astral_taskclaim.db import statements
 from astral_taskclaim.core.envelope import Envelope
+from astral_taskclaim.db import statements
 
 __all__ = [
     "HISTORY_MODES",
