@@ -102,8 +102,7 @@ class _Decision:
     release: bool = False
     delay_seconds: float = 0
     error: str | None = None
-    #: The failure, for the run history.
-    exception: BaseException | None = None
+    exception: BaseException | None = None  # the failure, for the run history
 
 
 _OK = _Decision("ok", ack=True)
@@ -134,9 +133,9 @@ def _checked(options: TaskOptions) -> TaskOptions:
 @dataclass(frozen=True, slots=True)
 class Consumer(MessageConsumer):
     """A task's options (see :func:`consume_claimed`) on database alias
-    ``alias`` with delay scale ``scale``, noting each run for the history
-    with ``history`` (``None``: no history). Made with :meth:`create` once
-    per batch, so settings are read there and not per message."""
+    ``alias`` with delay scale ``scale``, noting runs with ``history`` (if
+    any). Made with :meth:`create` once per batch, so settings are read
+    there and not per message."""
 
     parse: Callable[[Any], Any]
     run: Callable[[Any], object]
@@ -180,13 +179,10 @@ class Consumer(MessageConsumer):
             message.ack()
             summary.malformed += 1
             return "malformed"
-        history = self.history
-        started = time.time() if history is not None else 0.0
+        history, started = self.history, time.time()
         decision = self._attempt(queue, found, message.attempts, summary)
         if history is not None and isinstance(message, ReceivedMessage):
-            message.run = history.note(
-                queue, found, message.attempts, decision.outcome, decision.exception, started
-            )
+            message.run = history.note(queue, found, message.attempts, decision, started)
         if decision.release or not decision.ack:
             self._write_claim(queue, found, decision, summary)
         if decision.ack:

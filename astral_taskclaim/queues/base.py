@@ -153,8 +153,7 @@ class BaseQueue(ABC):
         task) to itself however long they run. Without it, the lease a
         receive grants must outlast the whole batch.
     ``records_runs``
-        :meth:`settle` writes the messages' ``run`` records too (else the
-        worker writes them after it, :func:`.runs.write_runs`).
+        :meth:`settle` writes the messages' ``run`` too (else the worker does).
 
     Options: :attr:`option_spec` declares ``OPTIONS``, name to
     :class:`~.options.Option` (parser with its bounds, default, whether

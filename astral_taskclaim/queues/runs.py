@@ -18,21 +18,25 @@ ends a run which failed before) or ``"none"``.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import time
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any, Literal
 
 from django.core.exceptions import ImproperlyConfigured
+from django.db import DatabaseError, DataError
 
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.envelope import Envelope
+from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.db import statements
+from astral_taskclaim.db.connections import savepoint_if_in_atomic
 
 __all__ = [
     "HISTORY_MODES",
@@ -45,6 +49,7 @@ __all__ = [
     "payload_json",
     "queue_history",
     "run_params",
+    "settle_recording",
     "worker_id",
     "write_runs",
 ]
@@ -58,6 +63,8 @@ RunStatus = Literal["RETRYING", "SUCCESSFUL", "FAILED"]
 #: Longest traceback and exception message kept per failed attempt.
 MAX_TRACEBACK_CHARS = 100_000
 MAX_MESSAGE_CHARS = 2_000
+
+logger = logging.getLogger(__name__)
 
 _DUMPS = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode
 
@@ -176,14 +183,14 @@ class RunNote:
         queue: str,
         found: Envelope,
         attempts: int,
-        outcome: str,
-        exception: BaseException | None,
+        decision: Any,
         started: float,
     ) -> RunRecord | None:
         """The record of attempt ``attempts`` of ``found``'s run, which
-        started at ``started`` and came to ``outcome`` (``ok``, ``retried``,
-        ``failed`` or ``unparseable``) failing with ``exception``; ``None``
-        when the history does not keep it."""
+        started at ``started`` and came to ``decision`` (its ``outcome``:
+        ``ok``, ``retried``, ``failed`` or ``unparseable``; its
+        ``exception``); ``None`` when the history does not keep it."""
+        outcome, exception = decision.outcome, decision.exception
         if outcome == "ok" and self.failures_only and attempts <= 1:
             return None
         status = _STATUS[outcome]
@@ -227,17 +234,56 @@ def run_params(runs: Iterable[tuple[int | None, RunRecord]]) -> dict[str, Any]:
     return {**params, "worker_id": worker_id()}
 
 
-def write_runs(alias: str, messages: Sequence[Any]) -> int:
-    """Writes the runs noted on the settled ``messages`` (their ``run``) to
-    database ``alias`` in one statement; how many it wrote."""
+def write_runs(alias: str, messages: Sequence[Any], *, queue: str) -> int:
+    """Writes the runs noted on the settled ``messages`` (their ``run``) of
+    queue ``queue`` to database ``alias`` in one statement; how many it
+    wrote. A failure loses these runs' history only (logged as
+    ``queue.runs_not_recorded``), never raises: the messages are settled."""
     runs = [
         (None, message.run)
         for message in messages
         if message.run is not None and message.settlement is not None
     ]
-    if runs:
+    if not runs:
+        return 0
+    try:
         statements.run(alias, "runs/record.sql", run_params(runs))
+    except (DatabaseError, ValueError):
+        _not_recorded(queue, len(runs))
+        return 0
     return len(runs)
+
+
+def settle_recording(
+    alias: str,
+    path: str,
+    params: Mapping[str, Any],
+    runs: Sequence[tuple[int, RunRecord]],
+    *,
+    queue: str,
+) -> statements.Rows:
+    """The rows of settle statement ``path`` (which includes
+    ``runs/record.sql``) run on ``alias`` with ``params`` and the
+    parameters of ``runs``. Runs the history cannot store (a data error)
+    are dropped, logged (``queue.runs_not_recorded``), and the statement
+    run again without them, so a batch always settles."""
+    try:
+        with savepoint_if_in_atomic(alias):
+            return statements.run(alias, path, {**params, **run_params(runs)})
+    except DataError:
+        if not runs:
+            raise
+    _not_recorded(queue, len(runs))
+    return statements.run(alias, path, {**params, **run_params(())})
+
+
+def _not_recorded(queue: str, count: int) -> None:
+    logger.warning(
+        "%s: %d runs could not be recorded in the history; their messages are settled",
+        *(printable(queue), count),
+        exc_info=True,
+        extra={"event": "queue.runs_not_recorded", "queue": queue},
+    )
 
 
 _COLUMNS = (

@@ -307,8 +307,8 @@ class Worker:
         for attempt in range(1, SETTLE_TRIES + 1):
             try:
                 self.backend.settle(messages)
-                if not self.backend.records_runs:
-                    self._write_runs(messages)
+                if not self.backend.records_runs:  # the history, after the settlement
+                    write_runs(self.using or app_settings.DATABASE, messages, queue=self.queue)
                 return
             except RECOVERABLE as error:
                 if attempt == SETTLE_TRIES:
@@ -322,20 +322,6 @@ class Worker:
                     )
                     return
                 self._recover(error, interruptible=False)
-
-    def _write_runs(self, messages: list[ReceivedMessage]) -> None:
-        """The history of a queue whose settlement does not write it: one
-        statement, after the settlement. A failure loses these runs'
-        history only (logged), never a message."""
-        try:
-            write_runs(self.using or app_settings.DATABASE, messages)
-        except (*RECOVERABLE, ValueError):
-            logger.warning(
-                "%s: the runs of a batch could not be recorded",
-                printable(self.queue),
-                exc_info=True,
-                extra={"event": "worker.runs_not_recorded", "queue": self.queue},
-            )
 
     def _recover(self, error: BaseException, *, interruptible: bool) -> None:
         """Logs ``error``, drops this thread's connections and waits the backoff."""

@@ -65,7 +65,7 @@ from astral_taskclaim.queues.base import (
     ReceivedMessage,
 )
 from astral_taskclaim.queues.postgres.listener import Listener
-from astral_taskclaim.queues.runs import RunRecord, run_params
+from astral_taskclaim.queues.runs import RunRecord, settle_recording
 
 logger = logging.getLogger(__name__)
 
@@ -271,10 +271,8 @@ class PostgresQueue(BaseQueue):
     def settle(self, messages: Sequence[ReceivedMessage]) -> None:
         """Deletes the acked and delays the retried messages, wakes waiting
         consumers for retries due at once and records the claimed-task runs
-        the messages carry (:mod:`..runs`): one statement
-        (``queue/settle.sql``) whatever the batch, so one round trip. Runs
-        the history cannot store (a data error) are dropped, logged
-        (``queue.runs_not_recorded``), and the batch settled without them."""
+        the messages carry (:func:`~astral_taskclaim.queues.runs.settle_recording`):
+        one statement (``queue/settle.sql``) whatever the batch, so one round trip."""
         acks: list[tuple[int, str]] = []
         retries: list[tuple[int, str, float, str | None]] = []
         runs: list[tuple[int | None, RunRecord]] = []
@@ -300,20 +298,7 @@ class PostgresQueue(BaseQueue):
             "errors": [retry[3] for retry in retries],
             "channel": self.channel,
         }
-        try:
-            with savepoint_if_in_atomic(self.database):
-                rows = statements.run(
-                    self.database, "queue/settle.sql", {**params, **run_params(runs)}
-                )
-        except DataError:
-            if not runs:
-                raise
-            logger.exception(
-                "%s: %d runs could not be recorded; settled without them",
-                *(self.alias, len(runs)),
-                extra={"event": "queue.runs_not_recorded", "queue": self.alias},
-            )
-            rows = statements.run(self.database, "queue/settle.sql", {**params, **run_params(())})
+        rows = settle_recording(self.database, "queue/settle.sql", params, runs, queue=self.alias)
         [(settled, _woken)] = rows
         stale = len(acks) + len(retries) - settled
         if stale:
