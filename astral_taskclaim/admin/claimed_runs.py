@@ -158,15 +158,15 @@ class ClaimedRunAdmin(LargeTableAdmin, ModelAdminOf[ClaimedRun]):
         under a fresh claim; says which could not be and why."""
         tasks = {task.name: task for task in registry}
         enqueued = 0
+        claims = Claim.objects.using(app_settings.DATABASE).active()
         for row in queryset.filter(status="FAILED"):
-            problem = None
+            problem: str | None = None
             task = tasks.get(row.task)
-            claims = Claim.objects.using(app_settings.DATABASE)
-            holder = claims.active().filter(key=row.key).first()
+            holder = claims.filter(key=row.key).first()
             if task is None:
                 problem = _("no claimed task %(task)s is registered") % {"task": row.task}
             elif row.payload is None:
-                problem = _("its task payload was not kept")
+                problem = str(_("its task payload was not kept"))
             elif holder is not None:
                 problem = _("its key is claimed (run %(run)s)") % {"run": holder.token}
             else:
@@ -176,7 +176,7 @@ class ClaimedRunAdmin(LargeTableAdmin, ModelAdminOf[ClaimedRun]):
                     problem = f"{type(error).__name__}: {error}"
                 else:
                     if token is None:
-                        problem = _("its key was claimed meanwhile")
+                        problem = str(_("its key was claimed meanwhile"))
             if problem is not None:
                 self.message_user(request, format_html("{}: {}", row.pk, problem), messages.WARNING)
                 continue

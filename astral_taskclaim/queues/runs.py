@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, DataError
@@ -106,8 +106,7 @@ def queue_history(alias: str) -> HistoryMode:
     problem = history_problem(value)
     if problem is not None:
         raise ImproperlyConfigured(f"TASKCLAIM_QUEUES[{alias!r}]['HISTORY'] {problem}")
-    mode: HistoryMode = value
-    return mode
+    return cast(HistoryMode, value)
 
 
 @cache
@@ -258,7 +257,7 @@ def settle_recording(
     alias: str,
     path: str,
     params: Mapping[str, Any],
-    runs: Sequence[tuple[int, RunRecord]],
+    runs: Sequence[tuple[int | None, RunRecord]],
     *,
     queue: str,
 ) -> statements.Rows:
