@@ -101,7 +101,8 @@ class ClaimedRun(SqlOwnedModel):
         db_table = '"taskclaim"."run"'
         verbose_name = _("claimed task run")
         verbose_name_plural = _("claimed task runs")
-        ordering = ("-last_attempted_at",)
+        # Newest first, runs still retrying (no finish) above: an index scan.
+        ordering = ("-finished_at",)
 
     def __str__(self) -> str:
         return f"{self.task} {self.pk}"

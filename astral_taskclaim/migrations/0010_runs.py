@@ -68,7 +68,7 @@ class Migration(migrations.Migration):
                 "verbose_name": "claimed task run",
                 "verbose_name_plural": "claimed task runs",
                 "db_table": '"taskclaim"."run"',
-                "ordering": ("-last_attempted_at",),
+                "ordering": ("-finished_at",),
                 "managed": False,
             },
         ),

@@ -217,20 +217,22 @@ class RunNote:
 def run_params(runs: Iterable[tuple[int | None, RunRecord]]) -> dict[str, Any]:
     """The ``run_*`` parameters of ``runs/record.sql`` (and of the PostgreSQL
     queue's settle statement) for ``(message id, record)`` pairs."""
-    params: dict[str, list[Any]] = {name: [] for name in _COLUMNS}
-    for message_id, run in runs:
-        params["run_messages"].append(message_id)
-        params["run_ids"].append(run.run_id)
-        params["run_tasks"].append(run.task)
-        params["run_queues"].append(run.queue)
-        params["run_keys"].append(run.key)
-        params["run_statuses"].append(run.status)
-        params["run_attempts"].append(run.attempts)
-        params["run_errors"].append(run.error)
-        params["run_payloads"].append(run.payload)
-        params["run_started"].append(run.started)
-        params["run_ended"].append(run.ended)
-    return {**params, "worker_id": worker_id()}
+    pairs = list(runs)
+    records = [run for _, run in pairs]
+    return {
+        "run_messages": [message_id for message_id, _ in pairs],
+        "run_ids": [run.run_id for run in records],
+        "run_tasks": [run.task for run in records],
+        "run_queues": [run.queue for run in records],
+        "run_keys": [run.key for run in records],
+        "run_statuses": [run.status for run in records],
+        "run_attempts": [run.attempts for run in records],
+        "run_errors": [run.error for run in records],
+        "run_payloads": [run.payload for run in records],
+        "run_started": [run.started for run in records],
+        "run_ended": [run.ended for run in records],
+        "worker_id": worker_id(),
+    }
 
 
 def write_runs(alias: str, messages: Sequence[Any], *, queue: str) -> int:
@@ -283,21 +285,6 @@ def _not_recorded(queue: str, count: int) -> None:
         exc_info=True,
         extra={"event": "queue.runs_not_recorded", "queue": queue},
     )
-
-
-_COLUMNS = (
-    "run_messages",
-    "run_ids",
-    "run_tasks",
-    "run_queues",
-    "run_keys",
-    "run_statuses",
-    "run_attempts",
-    "run_errors",
-    "run_payloads",
-    "run_started",
-    "run_ended",
-)
 
 
 def _cut(text: str, limit: int) -> str:
