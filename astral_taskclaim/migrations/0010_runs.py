@@ -3,16 +3,17 @@ from __future__ import annotations
 from django.db import migrations, models
 
 import astral_taskclaim.fields
-from astral_taskclaim.db.operations import RunPackageSQL
+from astral_taskclaim.db.operations import RunMigrationSQL
 
 
 class Migration(migrations.Migration):
     """The run history of claimed tasks, ``taskclaim.run`` (SQL), pruned by
-    the results' cleanup function; its model's state."""
+    the results' cleanup function, which it extends; its model's state. The
+    service role's grants are ``runs/grants.sql``, applied after ``migrate``."""
 
     dependencies = [("astral_taskclaim", "0008_runs_index")]
     operations = [
-        RunPackageSQL("runs/schema.sql", reverse="runs/reverse.sql", grants="runs/grants.sql"),
+        RunMigrationSQL("0010_runs.sql", reverse="0010_runs_reverse.sql"),
         migrations.CreateModel(
             name="ClaimedRun",
             fields=[

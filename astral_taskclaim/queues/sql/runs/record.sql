@@ -1,4 +1,4 @@
--- Records settled attempts of claimed-task runs (runs/schema.sql): one row
+-- Records settled attempts of claimed-task runs (taskclaim.run): one row
 -- per run, made by its first settled attempt and updated by the later ones,
 -- in one statement for a batch. A run twice in the batch (a duplicate
 -- delivery) counts its latest attempt. An attempt older than the row's

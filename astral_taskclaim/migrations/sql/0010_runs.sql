@@ -1,6 +1,7 @@
--- The history of claimed-task runs: one row per run of a @claimed_task (its
--- claim token), written with each settlement of its message, kept like the
--- Django Task results and deleted by the same cleanup.
+-- Migration 0010: the history of claimed-task runs, one row per run of a
+-- @claimed_task (its claim token), written with each settlement of its
+-- message (runs/record.sql), kept like the Django Task results and deleted
+-- by the same cleanup function, which this migration extends.
 CREATE TABLE taskclaim.run
 (
   -- The run's claim token: every attempt of one enqueue shares it.

@@ -1,4 +1,4 @@
--- Undoes runs/schema.sql: drops the claimed-task run history and gives the
+-- Undoes 0010_runs.sql: drops the claimed-task run history and gives the
 -- results' cleanup back its own table only.
 CREATE OR REPLACE FUNCTION taskclaim.delete_task_results(keep interval) RETURNS bigint
 LANGUAGE plpgsql SET search_path = pg_catalog AS $$
