@@ -163,13 +163,15 @@ class LoadableDateTimeField(models.DateTimeField):  # type: ignore[type-arg]
     query that reads it fail. This field selects the column clamped into
     ``[EARLIEST_LOADABLE, LATEST_LOADABLE]``: ``'infinity'`` loads as
     9999-12-30 UTC, ``'-infinity'`` as 0001-01-02 UTC. Filters and ordering
-    use the column itself, so they see the true value.
+    use the column itself, so they see the true value; NULL stays NULL.
     """
 
     def select_format(self, compiler: Any, sql: str, params: Any) -> tuple[str, Any]:
         sql, params = super().select_format(compiler, sql, params)
+        # Not GREATEST/LEAST, which skip a NULL: a nullable column stays NULL.
         clamped = (
-            f"GREATEST(LEAST({sql}, '{LATEST_LOADABLE}'::timestamptz), "
-            f"'{EARLIEST_LOADABLE}'::timestamptz)"
+            f"CASE WHEN {sql} > '{LATEST_LOADABLE}'::timestamptz THEN '{LATEST_LOADABLE}'"
+            f"::timestamptz WHEN {sql} < '{EARLIEST_LOADABLE}'::timestamptz THEN "
+            f"'{EARLIEST_LOADABLE}'::timestamptz ELSE {sql} END"
         )
-        return clamped, params
+        return clamped, (*params, *params, *params)

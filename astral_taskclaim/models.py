@@ -1,6 +1,7 @@
 """The app's models: Django's view of the tables its SQL migrations create.
 
-:class:`Claim` (``taskclaim.claim``) is defined here; the PostgreSQL queue's
+:class:`Claim` (``taskclaim.claim``) and :class:`ClaimedRun`
+(``taskclaim.run``) are defined here; the PostgreSQL queue's
 :class:`QueueMessage` (``taskclaim.message``) lives with that queue and the
 tasks backend's :class:`StoredTaskResult` (``taskclaim.task_result``) with
 the backend. Importing them here is what registers them with Django under
@@ -8,6 +9,8 @@ the ``astral_taskclaim`` label.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from django.db import models
 from django.db.models.functions import Now
@@ -19,7 +22,14 @@ from astral_taskclaim.fields import LoadableDateTimeField
 from astral_taskclaim.queues.postgres.models import QueueMessage, QueueMessageQuerySet
 from astral_taskclaim.tasks_backend.models import StoredTaskResult
 
-__all__ = ["Claim", "ClaimQuerySet", "QueueMessage", "QueueMessageQuerySet", "StoredTaskResult"]
+__all__ = [
+    "Claim",
+    "ClaimQuerySet",
+    "ClaimedRun",
+    "QueueMessage",
+    "QueueMessageQuerySet",
+    "StoredTaskResult",
+]
 
 
 class ClaimQuerySet(models.QuerySet["Claim"]):
@@ -57,3 +67,49 @@ class Claim(SqlOwnedModel):
     def is_active(self) -> bool:
         """Whether the claim still holds its key (by this process's clock)."""
         return bool(self.expires_at >= timezone.now())
+
+
+#: The statuses of :class:`ClaimedRun`.
+RUN_STATUS_CHOICES = [
+    ("RETRYING", _("Retrying")),
+    ("SUCCESSFUL", _("Successful")),
+    ("FAILED", _("Failed")),
+]
+
+
+class ClaimedRun(SqlOwnedModel):
+    """One run of a ``@claimed_task`` (all attempts under one claim token),
+    written by the workers with each settlement of its message (see
+    :mod:`astral_taskclaim.queues.runs`). Unmanaged: the app's SQL owns the
+    table. Times load whatever a row holds (:class:`LoadableDateTimeField`)."""
+
+    id = models.UUIDField(_("run id"), primary_key=True, help_text=_("The run's claim token."))
+    task = models.TextField(_("task"))
+    queue = models.TextField(_("queue"), help_text=_("The TASKCLAIM_QUEUES alias."))
+    key = models.TextField(_("key"))
+    status = models.TextField(_("status"), choices=RUN_STATUS_CHOICES)
+    attempts = models.IntegerField(_("attempts"))
+    errors = models.JSONField(_("errors"), default=list)
+    worker_ids = models.JSONField(_("worker ids"), default=list)
+    # Text, not JSON: what json.dumps wrote, loaded only for a retry.
+    payload = models.TextField(_("task payload"), null=True, blank=True)  # noqa: DJ001
+    started_at = LoadableDateTimeField(_("started at"))
+    last_attempted_at = LoadableDateTimeField(_("last attempted at"))
+    finished_at = LoadableDateTimeField(_("finished at"), null=True, blank=True)
+
+    class Meta(SqlOwnedModel.Meta):
+        db_table = '"taskclaim"."run"'
+        verbose_name = _("claimed task run")
+        verbose_name_plural = _("claimed task runs")
+        # Newest first, runs still retrying (no finish) above: an index scan.
+        ordering = ("-finished_at",)
+
+    def __str__(self) -> str:
+        return f"{self.task} {self.pk}"
+
+    @property
+    def error_entries(self) -> list[dict[str, Any]]:
+        """The stored errors that are objects, in order (whatever else a
+        row holds is left out)."""
+        errors = self.errors if isinstance(self.errors, list) else []
+        return [error for error in errors if isinstance(error, dict)]

@@ -36,6 +36,7 @@ from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.consumer.consume import Consumer, ConsumeSummary, MessageConsumer, TaskOptions
 from astral_taskclaim.core.validation import validate_max_retries, validate_window
 from astral_taskclaim.queues import MessageBatch, queues
+from astral_taskclaim.queues.runs import HistoryMode, RunNote, history_problem, queue_history
 
 T = TypeVar("T")
 
@@ -80,7 +81,9 @@ class ClaimedTask(Generic[T]):
     ``None`` (or raising) for one it cannot run; the default accepts any
     task but JSON ``null``. ``retry_after_ms`` maps a failure to the wait it
     asks for; it is consulted before :class:`RetryAfter`, which is always
-    honoured.
+    honoured. ``history`` is what the run history (``taskclaim.run``) keeps
+    of its runs: ``"all"``, ``"failures"`` (failed attempts and give-ups)
+    or ``"none"``; ``None`` (the default) takes the queue's ``HISTORY``.
     """
 
     def __init__(
@@ -93,6 +96,7 @@ class ClaimedTask(Generic[T]):
         retry_after_ms: RetryAfterMs | None,
         name: str | None,
         window_seconds: float | None,
+        history: HistoryMode | None = None,
     ) -> None:
         if not callable(run):
             raise TypeError(f"a claimed task must decorate a function, got {run!r}")
@@ -108,6 +112,9 @@ class ClaimedTask(Generic[T]):
             raise TypeError(f"{run!r} is not a function and has no name of its own: give name=...")
         if window_seconds is not None:
             validate_window(window_seconds)
+        if history is not None and (problem := history_problem(history)) is not None:
+            raise ValueError(f"history {problem}")
+        self.history = history
         self.run = run
         self.queue = queue
         self.max_retries = max_retries
@@ -162,7 +169,9 @@ class ClaimedTask(Generic[T]):
         """What runs this task's messages one at a time (the worker calls its
         ``consume_one``); made once per batch."""
         options = TaskOptions(self.parse, self.run, self.max_retries, self.retry_after_ms)
-        return Consumer.create(options, using=using)
+        mode = self.history or queue_history(self.queue)
+        note = None if mode == "none" else RunNote(self.name, failures_only=mode == "failures")
+        return Consumer.create(options, using=using, history=note)
 
     def consume(self, batch: MessageBatch, *, using: str | None = None) -> ConsumeSummary:
         """Runs ``batch`` as ``consume_claimed`` does, with this task's options."""
@@ -247,6 +256,7 @@ class TaskRegistry:
         retry_after_ms: RetryAfterMs | None = ...,
         name: str | None = ...,
         window_seconds: float | None = ...,
+        history: HistoryMode | None = ...,
     ) -> Callable[[Callable[[T], object]], ClaimedTask[T]]: ...
 
     def task(
@@ -260,6 +270,7 @@ class TaskRegistry:
         retry_after_ms: RetryAfterMs | None = None,
         name: str | None = None,
         window_seconds: float | None = None,
+        history: HistoryMode | None = None,
     ) -> ClaimedTask[T] | Callable[[Callable[[T], object]], ClaimedTask[T]]:
         """Decorator registering a run function as a claimed task (see
         :class:`ClaimedTask`); usable bare or with options."""
@@ -273,6 +284,7 @@ class TaskRegistry:
                 retry_after_ms=retry_after_ms,
                 name=name,
                 window_seconds=window_seconds,
+                history=history,
             )
             self.register(task)
             return task
@@ -284,7 +296,7 @@ class TaskRegistry:
 registry = TaskRegistry()
 
 #: ``@claimed_task(queue=..., max_retries=3, parse=None, retry_after_ms=None,
-#: name=None, window_seconds=None)``: registers on :data:`registry`.
+#: name=None, window_seconds=None, history=None)``: registers on :data:`registry`.
 claimed_task = registry.task
 
 

@@ -116,7 +116,7 @@ class System:
 
     def clear(self) -> None:
         tables = {
-            "astral-taskclaim": "taskclaim.message, taskclaim.claim",
+            "astral-taskclaim": "taskclaim.message, taskclaim.claim, taskclaim.run",
             "pgqueuer": "pgqueuer, pgqueuer_log",
             "pgqueuer-psycopg": "pgqueuer, pgqueuer_log",
             "procrastinate": "procrastinate_jobs CASCADE",

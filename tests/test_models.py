@@ -1,4 +1,4 @@
-"""The unmanaged Claim model over taskclaim.claim."""
+"""The unmanaged Claim and ClaimedRun models over taskclaim.claim and taskclaim.run."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from astral_taskclaim.models import Claim
+from astral_taskclaim.models import Claim, ClaimedRun
 
 pytestmark = pytest.mark.django_db
 
@@ -71,3 +71,47 @@ def test_rows_python_cannot_load_read_back_clamped_and_filter_true() -> None:
     ]
     assert Claim.objects.get(pk="forever").is_active
     assert not Claim.objects.get(pk="never").is_active
+
+
+#: Django's column type of each field class, as PostgreSQL names it.
+PG_TYPES = {
+    "UUIDField": "uuid",
+    "TextField": "text",
+    "IntegerField": "integer",
+    "JSONField": "jsonb",
+    "LoadableDateTimeField": "timestamp with time zone",
+}
+
+
+def test_the_claimed_run_model_matches_its_table() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """SELECT column_name, data_type, is_nullable = 'YES'
+               FROM information_schema.columns
+               WHERE table_schema = 'taskclaim' AND table_name = 'run'"""
+        )
+        table = {name: (kind, nullable) for name, kind, nullable in cursor.fetchall()}
+    model = {
+        field.column: (PG_TYPES[type(field).__name__], field.null)
+        for field in ClaimedRun._meta.concrete_fields
+    }
+    assert model == table
+    assert ClaimedRun._meta.managed is False
+    assert ClaimedRun._meta.db_table == '"taskclaim"."run"'
+
+
+def test_a_claimed_run_reads_back_typed_and_odd_values_load() -> None:
+    run_id = uuid.uuid4()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """INSERT INTO taskclaim.run (id, task, queue, key, status, attempts, errors,
+                 worker_ids, started_at, last_attempted_at, finished_at)
+               VALUES (%s, 'app.job', 'default', 'k', 'FAILED', 2, '[1, {"attempt": 2}]',
+                 '{}', '-infinity', now(), 'infinity')""",
+            [run_id],
+        )
+    run = ClaimedRun.objects.get(pk=run_id)
+    assert (str(run), run.attempts, run.error_entries) == (f"app.job {run_id}", 2, [{"attempt": 2}])
+    assert (run.started_at.year, run.finished_at.year) == (1, 9999)
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM taskclaim.run")

@@ -2,7 +2,8 @@
 
 One ``ModelAdmin`` per table: claims (:mod:`.claims`, with the overview and
 "delete expired claims" pages of :mod:`.views`), the PostgreSQL queue's
-messages (:mod:`.messages`) and stored task results (:mod:`.results`).
+messages (:mod:`.messages`), stored task results (:mod:`.results`) and
+claimed-task runs (:mod:`.claimed_runs`).
 :mod:`.queries` and :mod:`.times` hold what they share: estimated counts,
 key search and how times are shown.
 """
@@ -11,13 +12,21 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from astral_taskclaim.admin.claimed_runs import ClaimedRunAdmin
 from astral_taskclaim.admin.claims import ClaimAdmin, ClaimStateFilter
 from astral_taskclaim.admin.messages import QueueMessageAdmin
 from astral_taskclaim.admin.results import TaskResultAdmin
-from astral_taskclaim.models import Claim, QueueMessage, StoredTaskResult
+from astral_taskclaim.models import Claim, ClaimedRun, QueueMessage, StoredTaskResult
 
-__all__ = ["ClaimAdmin", "ClaimStateFilter", "QueueMessageAdmin", "TaskResultAdmin"]
+__all__ = [
+    "ClaimAdmin",
+    "ClaimStateFilter",
+    "ClaimedRunAdmin",
+    "QueueMessageAdmin",
+    "TaskResultAdmin",
+]
 
 admin.site.register(Claim, ClaimAdmin)
 admin.site.register(QueueMessage, QueueMessageAdmin)
 admin.site.register(StoredTaskResult, TaskResultAdmin)
+admin.site.register(ClaimedRun, ClaimedRunAdmin)

@@ -31,6 +31,7 @@ from astral_taskclaim.admin.queries import (
     LargeTableAdmin,
     ModelAdminOf,
     estimated_count,
+    preformatted,
 )
 from astral_taskclaim.admin.times import (
     relative_or_never,
@@ -47,8 +48,6 @@ logger = logging.getLogger(__name__)
 _RUN_NOW_CHUNK = 10_000
 #: The message's timestamp columns, read through :func:`.with_safe_times`.
 _TIMES = ("visible_at", "enqueued_at", "leased_at")
-#: The body is shown as stored up to this many characters, then cut.
-RAW_BODY_CHARS = 10_000
 # What _payload() gives for a body Python cannot decode.
 _UNREADABLE = object()
 
@@ -117,15 +116,7 @@ def _payload(obj: QueueMessage) -> Any:
 
 
 def _raw_body(obj: QueueMessage) -> SafeString:
-    body = obj.body
-    if len(body) <= RAW_BODY_CHARS:
-        return format_html('<pre class="taskclaim-body">{}</pre>', body)
-    return format_html(
-        '<pre class="taskclaim-body">{}…</pre><p class="help">{}</p>',
-        body[:RAW_BODY_CHARS],
-        _("Cut after %(shown)d of %(length)d characters.")
-        % {"shown": RAW_BODY_CHARS, "length": len(body)},
-    )
+    return preformatted(obj.body, "taskclaim-body")
 
 
 class QueueMessageAdmin(LargeTableAdmin, ModelAdminOf[QueueMessage]):
@@ -256,7 +247,7 @@ class QueueMessageAdmin(LargeTableAdmin, ModelAdminOf[QueueMessage]):
 
     @admin.display(description=_("body"))
     def raw_body(self, obj: QueueMessage) -> SafeString:
-        """The message's JSON as stored, cut after :data:`RAW_BODY_CHARS`."""
+        """The message's JSON as stored, cut after :data:`~.queries.SHOWN_CHARS`."""
         return _raw_body(obj)
 
     @admin.action(description=_("Run selected messages now"), permissions=("run",))

@@ -7,6 +7,8 @@
 * :func:`estimated_count` counts exactly up to a bound and otherwise takes
   the planner's row estimate, so no page view runs a full ``COUNT(*)``.
 * :func:`relative_time` words a distance in time ("in 4 min", "3 h ago").
+* :func:`preformatted` shows a long text (a body, a traceback) cut to
+  :data:`SHOWN_CHARS`.
 * :class:`ModelAdminOf` is the generic base of the app's model admins,
   :class:`LargeTableAdmin` the settings of those over large tables.
 """
@@ -21,6 +23,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from django.contrib import admin
 from django.core.paginator import Paginator
 from django.db.models import Q, QuerySet
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 
 from astral_taskclaim.db.statements import Connector
@@ -156,6 +160,24 @@ def relative_time(seconds: float) -> str:
     if seconds > 0:
         return gettext("in %(amount)s") % {"amount": amount}
     return gettext("%(amount)s ago") % {"amount": amount}
+
+
+#: A body or traceback is shown as stored up to this many characters, then cut.
+SHOWN_CHARS = 10_000
+
+
+def preformatted(text: str, css_class: str) -> SafeString:
+    """``text`` in a ``<pre>`` of ``css_class``, cut after
+    :data:`SHOWN_CHARS` characters with a note saying so."""
+    if len(text) <= SHOWN_CHARS:
+        return format_html('<pre class="{}">{}</pre>', css_class, text)
+    return format_html(
+        '<pre class="{}">{}…</pre><p class="help">{}</p>',
+        css_class,
+        text[:SHOWN_CHARS],
+        gettext("Cut after %(shown)d of %(length)d characters.")
+        % {"shown": SHOWN_CHARS, "length": len(text)},
+    )
 
 
 class EstimatedCountPaginator(_PaginatorBase):

@@ -15,17 +15,17 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import Q, QuerySet
-from django.db.models.expressions import RawSQL
-from django.db.models.functions import Now
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from astral_taskclaim.admin.queries import ModelAdminOf
+from astral_taskclaim.admin.queries import ModelAdminOf, preformatted
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.envelope import encode_json
+from astral_taskclaim.db.statements import Connector
+from astral_taskclaim.models import Claim
 from astral_taskclaim.tasks_backend.models import RunCancelled, StoredTaskResult
 
 CANCELLED = f"{RunCancelled.__module__}.{RunCancelled.__qualname__}"
@@ -111,21 +111,23 @@ class TaskResultAdmin(ModelAdminOf[StoredTaskResult]):
 
     @admin.display(description=_("errors"))
     def error_history(self, obj: StoredTaskResult) -> SafeString | str:
-        """Each failed attempt: its number, time, exception class and traceback."""
-        if not obj.errors:
+        """Each failed attempt: its number, time, exception class and
+        traceback (cut as message bodies are)."""
+        errors = obj.error_entries
+        if not errors:
             return "-"
         return format_html_join(
             "",
-            '<p><strong>{} {}</strong> {} {}</p><pre class="taskclaim-traceback">{}</pre>',
+            "<p><strong>{} {}</strong> {} {}</p>{}",
             (
                 (
                     _("attempt"),
                     error.get("attempt", "?"),
                     error.get("at", ""),
                     error.get("exception_class_path", ""),
-                    error.get("traceback", ""),
+                    preformatted(str(error.get("traceback", "")), "taskclaim-traceback"),
                 )
-                for error in obj.errors
+                for error in errors
             ),
         )
 
@@ -137,7 +139,17 @@ class TaskResultAdmin(ModelAdminOf[StoredTaskResult]):
         from astral_taskclaim.tasks_backend.results import load_task
 
         retried = 0
+        claims = Claim.objects.using(app_settings.DATABASE).active()
         for row in queryset.filter(status="FAILED"):
+            # A coalescing run's key still claimed would return its holder, not a new run.
+            holder = None if row.key is None else claims.filter(key=row.key).first()
+            if holder is not None:
+                text = _("%(run)s: not enqueued: its key is claimed by run %(holder)s") % {
+                    "run": row.pk,
+                    "holder": holder.token,
+                }
+                self.message_user(request, text, messages.WARNING)
+                continue
             try:
                 task = load_task(row.task_path).using(
                     priority=row.priority, queue_name=row.queue_name, backend=row.backend
@@ -153,20 +165,22 @@ class TaskResultAdmin(ModelAdminOf[StoredTaskResult]):
             request,
             ngettext("%(count)d run enqueued again.", "%(count)d runs enqueued again.", retried)
             % {"count": retried},
-            messages.SUCCESS,
+            messages.SUCCESS if retried else messages.INFO,
         )
 
     @admin.action(description=_("Cancel selected ready runs"), permissions=("cancel",))
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet[StoredTaskResult]) -> None:
-        """Marks ready runs failed, so workers ack their messages unrun."""
+        """Marks ready runs failed, so workers ack their messages unrun, and
+        releases the key claims of the coalescing ones."""
         error = {
             "exception_class_path": CANCELLED,
             "traceback": f"{RunCancelled.__name__}: cancelled by {request.user} in the admin\n",
             "final": True,
         }
-        appended = RawSQL("errors || %s::jsonb", (encode_json([error], name="errors"),))
-        cancelled = queryset.filter(status="READY").update(
-            status="FAILED", finished_at=Now(), errors=appended
+        ids = [str(pk) for pk in queryset.filter(status="READY").values_list("pk", flat=True)]
+        params = {"ids": ids, "error": encode_json([error], name="errors")}
+        [(cancelled, _released)] = Connector(app_settings.DATABASE).fetch(
+            "admin/cancel_runs.sql", params
         )
         self.message_user(
             request,

@@ -1,13 +1,14 @@
-"""The overview's charts of Django Task runs by outcome: how many runs
-succeeded, were retried or failed in each minute of the last hour and each
-half hour of the last day, from ``taskclaim.task_result``.
+"""The overview's charts of task runs by outcome: how many runs succeeded,
+were retried or failed in each minute of the last hour and each half hour
+of the last day, Django Tasks (``taskclaim.task_result``) and claimed tasks
+(``taskclaim.run``) together.
 
 "Retried" counts failed attempts that were retried, at the time of their
 error (each run keeps every attempt's error and time); "succeeded" and
 "failed" count runs when they finished, cancelled runs with the failed.
-Plain claimed tasks (``@claimed_task``) keep no run history in the database,
-so they are not counted; their workers' outcomes are the
-``taskclaim_worker_messages_total`` Prometheus counters.
+Claimed tasks whose history is off (``history="none"``, or only failures)
+are counted as far as their history keeps them; their workers' outcomes
+are also the ``taskclaim_worker_messages_total`` Prometheus counters.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def run_chart(using: str, window: RunWindow) -> RunChart:
     title = _title(window)
     summary = ", ".join(f"{total} {label}" for _outcome, label, total in totals)
     description = gettext(
-        "Stacked bars of Django Task runs by outcome, oldest at the left: %(summary)s. "
+        "Stacked bars of task runs by outcome, oldest at the left: %(summary)s. "
         "The table below holds the same numbers."
     ) % {"summary": summary}
     return RunChart(window.name, title, description, chart, totals)

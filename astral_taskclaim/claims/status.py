@@ -15,7 +15,7 @@ from typing import Any
 
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.not_migrated import ensure_migrated
-from astral_taskclaim.db import statements
+from astral_taskclaim.db import sqlfiles, statements
 from astral_taskclaim.queues import QueueError, create_queue
 from astral_taskclaim.queues.outbox import outbox_status
 
@@ -59,4 +59,21 @@ def collect() -> dict[str, Any]:
             }
             for found in outbox_status(using=alias)
         },
+        "recent_failures": recent_failures(alias),
     }
+
+
+#: Most runs :func:`recent_failures` lists.
+RECENT_FAILURES = 10
+
+
+def recent_failures(alias: str, *, limit: int = RECENT_FAILURES) -> list[dict[str, Any]]:
+    """The latest ``limit`` runs that gave up in the last day, newest first,
+    claimed tasks (``kind`` ``"claimed"``) and Django Tasks (``"django"``)
+    together: ``task``, ``key``, ``id``, ``attempts``, ``age_seconds``,
+    ``error_class`` and ``error_message`` (``None`` where a row has none)."""
+    connector = statements.Connector(alias)
+    with connector.connection.cursor() as cursor:
+        cursor.execute(sqlfiles.read("runs/recent_failures.sql"), {"limit": limit})
+        names = [column.name for column in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple, TypeVar
 
 from asgiref.sync import async_to_sync
@@ -54,6 +55,7 @@ from astral_taskclaim.core.redaction import redacting_filter
 from astral_taskclaim.core.validation import validate_max_retries
 from astral_taskclaim.db.connections import savepoint_if_in_atomic
 from astral_taskclaim.queues.base import ReceivedMessage
+from astral_taskclaim.queues.runs import RunNote
 
 __all__ = [
     "Batch",
@@ -100,6 +102,7 @@ class _Decision:
     release: bool = False
     delay_seconds: float = 0
     error: str | None = None
+    exception: BaseException | None = None  # the failure, for the run history
 
 
 _OK = _Decision("ok", ack=True)
@@ -130,8 +133,9 @@ def _checked(options: TaskOptions) -> TaskOptions:
 @dataclass(frozen=True, slots=True)
 class Consumer(MessageConsumer):
     """A task's options (see :func:`consume_claimed`) on database alias
-    ``alias`` with delay scale ``scale``. Made with :meth:`create` once per
-    batch, so settings are read there and not per message."""
+    ``alias`` with delay scale ``scale``, noting runs with ``history`` (if
+    any). Made with :meth:`create` once per batch, so settings are read
+    there and not per message."""
 
     parse: Callable[[Any], Any]
     run: Callable[[Any], object]
@@ -139,9 +143,12 @@ class Consumer(MessageConsumer):
     retry_after_ms: Callable[[BaseException], object] | None
     alias: str
     scale: float
+    history: RunNote | None = None
 
     @classmethod
-    def create(cls, options: TaskOptions, *, using: str | None = None) -> Consumer:
+    def create(
+        cls, options: TaskOptions, *, using: str | None = None, history: RunNote | None = None
+    ) -> Consumer:
         """Checks ``options`` and that ``using`` is in no transaction (raising
         as :func:`consume_claimed` does); reads ``TASKCLAIM_DELAY_SCALE``."""
         _checked(options)
@@ -151,7 +158,7 @@ class Consumer(MessageConsumer):
                 "consume_claimed() cannot run inside a transaction: each claim write must "
                 "commit before its message is settled."
             )
-        return cls(*options, alias=alias, scale=app_settings.DELAY_SCALE)
+        return cls(*options, alias=alias, scale=app_settings.DELAY_SCALE, history=history)
 
     def for_task(self, options: TaskOptions) -> Consumer:
         """This consumer with another task's options, for a consumer that
@@ -172,7 +179,10 @@ class Consumer(MessageConsumer):
             message.ack()
             summary.malformed += 1
             return "malformed"
+        history, started = self.history, time.time()
         decision = self._attempt(queue, found, message.attempts, summary)
+        if history is not None and isinstance(message, ReceivedMessage):
+            message.run = history.note(queue, found, message.attempts, decision, started)
         if decision.release or not decision.ack:
             self._write_claim(queue, found, decision, summary)
         if decision.ack:
@@ -189,10 +199,10 @@ class Consumer(MessageConsumer):
         """Parses and runs one task: what to do with its message and claim."""
         try:
             task = self.parse(found.task)
-        except Exception:
-            return self._unparseable(queue, found, summary, exc_info=True)
+        except Exception as error:
+            return self._unparseable(queue, found, summary, error=error)
         if task is None:
-            return self._unparseable(queue, found, summary, exc_info=None)
+            return self._unparseable(queue, found, summary, error=None)
         signals.send(signals.task_started, queue, found, attempts, task)
         try:
             result = self.run(task)
@@ -226,7 +236,11 @@ class Consumer(MessageConsumer):
                     delay_seconds=scaled,
                 )
                 return _Decision(
-                    "retried", ack=False, delay_seconds=scaled, error=describe_error(error)
+                    "retried",
+                    ack=False,
+                    delay_seconds=scaled,
+                    error=describe_error(error),
+                    exception=error,
                 )
             logger.error(
                 "%s task %s failed after %d attempt%s",
@@ -236,22 +250,22 @@ class Consumer(MessageConsumer):
             )
             summary.failed += 1
             signals.send(signals.task_gave_up, queue, found, attempts, task, error=error)
-            return _GAVE_UP
+            return replace(_GAVE_UP, exception=error)
         summary.ok += 1
         signals.send(signals.task_finished, queue, found, attempts, task)
         return _OK
 
     def _unparseable(
-        self, queue: str, found: Envelope, summary: ConsumeSummary, *, exc_info: bool | None
+        self, queue: str, found: Envelope, summary: ConsumeSummary, *, error: Exception | None
     ) -> _Decision:
         logger.warning(
             "%s task %s is unparseable; claim released, acked",
             *(printable(queue), printable(found.key)),
-            exc_info=exc_info,
+            exc_info=error,
             extra={"event": "queue.task_unparseable", "queue": queue, "key": found.key},
         )
         summary.unparseable += 1
-        return _UNPARSEABLE
+        return _UNPARSEABLE if error is None else replace(_UNPARSEABLE, exception=error)
 
     def _write_claim(
         self, queue: str, found: Envelope, decision: _Decision, summary: ConsumeSummary

@@ -5,12 +5,15 @@
         "refresh": {
             "BACKEND": "astral_taskclaim.queues.sqs.SQSQueue",
             "OPTIONS": {"queue_url": "...", "region_name": "eu-west-1"},
+            "HISTORY": "failures",
         },
     }
 
 ``queues["refresh"]`` returns the configured backend (one instance per
 thread), from a handler built like Django's ``caches``. Without the setting
-there is one queue, ``default``, on PostgreSQL.
+there is one queue, ``default``, on PostgreSQL. ``HISTORY`` (``"all"``,
+``"failures"`` or ``"none"``; default ``"all"``) is what the run history
+keeps of the queue's claimed tasks (:mod:`.runs`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from astral_taskclaim.queues.base import (
     QueueStatus,
     ReceivedMessage,
 )
+from astral_taskclaim.queues.runs import queue_history
 
 __all__ = [
     "BaseQueue",
@@ -83,6 +87,7 @@ def create_queue(alias: str) -> BaseQueue:
     options = config.get("OPTIONS", {})
     if not isinstance(options, dict):
         raise ImproperlyConfigured(f"TASKCLAIM_QUEUES[{alias!r}]['OPTIONS'] must be a dict")
+    queue_history(alias)  # HISTORY is checked here too, so check_queue reports it
     return backend(alias, options=options)
 
 

@@ -21,6 +21,7 @@ from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.validation import raise_misconfigured
 from astral_taskclaim.queues.options import Option, Problem, Secret, parse_options
 from astral_taskclaim.queues.options import delay_seconds as check_delay_seconds
+from astral_taskclaim.queues.runs import RunRecord
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +71,8 @@ class ReceivedMessage:
     #: ``ExceptionClass: message`` of the failed run a retry follows, which a
     #: queue that can store it (PostgreSQL) keeps with the message.
     last_error: str | None = field(default=None, init=False)
+    #: The claimed task's run it carried, for the history (:mod:`.runs`).
+    run: RunRecord | None = field(default=None, init=False)
 
     def ack(self) -> None:
         """Done with the message: the queue deletes it."""
@@ -149,6 +152,8 @@ class BaseQueue(ABC):
         lease, so a worker keeps the messages of a long batch (or one long
         task) to itself however long they run. Without it, the lease a
         receive grants must outlast the whole batch.
+    ``records_runs``
+        :meth:`settle` writes the messages' ``run`` too (else the worker does).
 
     Options: :attr:`option_spec` declares ``OPTIONS``, name to
     :class:`~.options.Option` (parser with its bounds, default, whether
@@ -164,6 +169,7 @@ class BaseQueue(ABC):
     max_body_bytes: ClassVar[int] = 128 * 1024
     transactional: bool = False
     supports_lease_extension: ClassVar[bool] = False
+    records_runs: ClassVar[bool] = False
 
     #: The backend's options, name to :class:`~.options.Option`; ``None``
     #: (the default) leaves ``OPTIONS`` unchecked, to the backend.
@@ -245,12 +251,10 @@ class BaseQueue(ABC):
     def claim_statement(self, alias: str) -> ClaimStatement | None:
         """The statement that writes this queue's messages together with
         their claims on database ``alias``, or ``None`` (the default): the
-        claim is written first and :meth:`send` called after it.
-
-        ``enqueue_claimed`` and its bulk and async forms ask this before
-        anything else; a queue whose messages live in the claims database
-        (the PostgreSQL queue, a remote queue's outbox) answers with its
-        statement, so claim and message commit together in one round trip.
+        claim is written first and :meth:`send` called after it. Asked
+        first by ``enqueue_claimed`` and its bulk and async forms; a queue
+        whose messages live in the claims database (the PostgreSQL queue,
+        a remote queue's outbox) answers, so both commit in one round trip.
         """
         return None
 
@@ -324,12 +328,9 @@ class BaseQueue(ABC):
 
     def configuration_errors(self) -> tuple[checks.CheckMessage, ...]:
         """The serious messages of :meth:`check`, which ``enqueue_claimed``
-        turns into ``ImproperlyConfigured`` before claiming a key.
-
-        Worked out on the first call and kept: this runs before every
-        enqueue, and a backend's ``check()`` may be slow. A backend whose
-        options can change after it is created overrides this.
-        """
+        turns into ``ImproperlyConfigured`` before claiming a key. Kept from
+        the first call (``check()`` may be slow, and this runs before every
+        enqueue); a backend whose options can change overrides this."""
         errors: tuple[checks.CheckMessage, ...] | None = self.__dict__.get("_configuration_errors")
         if errors is None:
             errors = tuple(message for message in self.check() if message.is_serious())

@@ -9,6 +9,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from astral_taskclaim.db.sql_owned import SqlOwnedModel
+from astral_taskclaim.fields import LoadableDateTimeField
 
 #: Django's ``TaskResultStatus`` values, without importing the framework
 #: (this model loads on a Django 5.2 project without ``django-tasks``).
@@ -31,7 +32,7 @@ class StoredTaskResult(SqlOwnedModel):
     queue_name = models.TextField(_("queue name"))
     queue = models.TextField(_("queue"), help_text=_("The TASKCLAIM_QUEUES alias."))
     priority = models.SmallIntegerField(_("priority"), default=0)
-    run_after = models.DateTimeField(_("run after"), null=True, blank=True)
+    run_after = LoadableDateTimeField(_("run after"), null=True, blank=True)
     # NULL, not "": a run that does not coalesce has no key at all.
     key = models.TextField(_("key"), null=True, blank=True)  # noqa: DJ001
     status = models.TextField(_("status"), choices=STATUS_CHOICES, default="READY")
@@ -40,10 +41,11 @@ class StoredTaskResult(SqlOwnedModel):
     return_value = models.JSONField(_("return value"), null=True, blank=True)
     errors = models.JSONField(_("errors"), default=list)
     worker_ids = models.JSONField(_("worker ids"), default=list)
-    enqueued_at = models.DateTimeField(_("enqueued at"))
-    started_at = models.DateTimeField(_("started at"), null=True, blank=True)
-    last_attempted_at = models.DateTimeField(_("last attempted at"), null=True, blank=True)
-    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+    # Loadable: a row holding 'infinity' must not break the admin's pages.
+    enqueued_at = LoadableDateTimeField(_("enqueued at"))
+    started_at = LoadableDateTimeField(_("started at"), null=True, blank=True)
+    last_attempted_at = LoadableDateTimeField(_("last attempted at"), null=True, blank=True)
+    finished_at = LoadableDateTimeField(_("finished at"), null=True, blank=True)
 
     class Meta(SqlOwnedModel.Meta):
         db_table = '"taskclaim"."task_result"'
@@ -56,13 +58,22 @@ class StoredTaskResult(SqlOwnedModel):
 
     @property
     def attempts(self) -> int:
-        """Attempts so far: one worker id each."""
-        return len(self.worker_ids)
+        """Attempts so far: one worker id each (0 for a row whose
+        ``worker_ids`` is no list)."""
+        return len(self.worker_ids) if isinstance(self.worker_ids, list) else 0
+
+    @property
+    def error_entries(self) -> list[dict[str, Any]]:
+        """The stored errors that are objects, in order (whatever else a
+        row holds is left out)."""
+        errors = self.errors if isinstance(self.errors, list) else []
+        return [error for error in errors if isinstance(error, dict)]
 
     @property
     def last_error(self) -> dict[str, Any] | None:
         """The latest failed attempt's error, if any."""
-        return self.errors[-1] if self.errors else None
+        errors = self.error_entries
+        return errors[-1] if errors else None
 
 
 class RunCancelled(Exception):

@@ -19,7 +19,8 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from django.db import connections
+import psycopg
+from django.db import DataError, connections
 from django.utils.module_loading import import_string
 
 from astral_taskclaim.db import statements
@@ -149,7 +150,13 @@ async def afetch(database: str, result_id: object) -> StoredTaskResult:
     """:func:`fetch` for async code, read on the event loop's own connection
     (:mod:`~astral_taskclaim.db.aio_pool`), which loads ``jsonb`` as Python
     values already."""
-    rows = await (await pool(database)).run("tasks/result.sql", {"id": _uuid(result_id)})
+    try:
+        rows = await (await pool(database)).run("tasks/result.sql", {"id": _uuid(result_id)})
+    except (
+        DataError,
+        psycopg.DataError,
+    ) as error:  # a time Python cannot hold ('infinity', year 10000)
+        raise TaskResultDoesNotExist(f"task result {result_id!r} cannot be read: {error}") from None
     if not rows:
         raise TaskResultDoesNotExist(f"no task result {result_id!r}")
     return StoredTaskResult.from_db(database, list(RESULT_COLUMNS), rows[0])
@@ -164,7 +171,13 @@ def _uuid(result_id: object) -> uuid.UUID:
 
 def to_task_result(row: StoredTaskResult) -> Any:
     """Django's ``TaskResult`` for a stored run; its ``task`` is the Task at
-    the stored path with the run's priority, queue, run_after and backend."""
+    the stored path with the run's priority, queue, run_after and backend.
+    A row no ``TaskResult`` can hold (written by hand or by another client:
+    a time past Python's range, ``worker_ids`` that is no list of strings,
+    an error that is no object of strings) is ``TaskResultDoesNotExist``."""
+    problem = _odd(row)
+    if problem is not None:
+        raise TaskResultDoesNotExist(f"task result {row.pk} cannot be read: {problem}")
     try:
         base = load_task(row.task_path)
     except LookupError as error:
@@ -199,6 +212,29 @@ def to_task_result(row: StoredTaskResult) -> Any:
     if row.status == TaskResultStatus.SUCCESSFUL:
         set_return_value(result, row.return_value)
     return result
+
+
+def _odd(row: StoredTaskResult) -> str | None:
+    """What makes ``row`` no run Django can represent, or ``None``."""
+    for name in ("run_after", "enqueued_at", "started_at", "last_attempted_at", "finished_at"):
+        value = getattr(row, name)
+        # LoadableDateTimeField clamps what Python cannot load into these years.
+        if value is not None and not 1 < value.year < 9999:
+            return f"{name} is out of Python's range"
+    if not isinstance(row.worker_ids, list) or not all(isinstance(w, str) for w in row.worker_ids):
+        return "worker_ids is not a list of strings"
+    if not isinstance(row.errors, list) or not all(
+        isinstance(error, dict)
+        and isinstance(error.get("exception_class_path"), str)
+        and isinstance(error.get("traceback"), str)
+        for error in row.errors
+    ):
+        return "errors is not a list of error objects"
+    if not isinstance(row.args, list) or not isinstance(row.kwargs, dict):
+        return "args or kwargs is not a list and an object"
+    if row.status not in {status.value for status in TaskResultStatus}:
+        return f"status {row.status!r} is unknown"
+    return None
 
 
 def run_result(

@@ -45,6 +45,7 @@ from django.db import close_old_connections
 
 from astral_taskclaim.consumer.consume import ConsumeSummary, Outcome
 from astral_taskclaim.consumer.summary import TaskRun
+from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.not_migrated import NotMigratedError
 from astral_taskclaim.core.redaction import redact_configured, redacting_filter
@@ -56,6 +57,7 @@ from astral_taskclaim.queues import (
     ReceivedMessage,
     create_queue,
 )
+from astral_taskclaim.queues.runs import write_runs
 from astral_taskclaim.tasks import ClaimedTask, registry
 from astral_taskclaim.worker.leases import LeaseKeeper, lease_length
 from astral_taskclaim.worker.shutdown import TwoStageStop
@@ -305,6 +307,8 @@ class Worker:
         for attempt in range(1, SETTLE_TRIES + 1):
             try:
                 self.backend.settle(messages)
+                if not self.backend.records_runs:  # the history, after the settlement
+                    write_runs(self.using or app_settings.DATABASE, messages, queue=self.queue)
                 return
             except RECOVERABLE as error:
                 if attempt == SETTLE_TRIES:

@@ -64,7 +64,35 @@ def test_the_query_reads_two_index_ranges_however_many_runs_are_queued() -> None
     text = json.dumps(plan if not isinstance(plan, str) else json.loads(plan))
     assert "task_result_finished_at_idx" in text
     assert "task_result_retrying_idx" in text
+    assert "run_finished_at_idx" in text
+    assert "run_retrying_idx" in text
     assert '"Seq Scan"' not in text
+
+
+def add_claimed_run(status: str, *, finished_ago: float | None, retried_ago: float) -> None:
+    """A claimed task's run in ``taskclaim.run`` with one retried attempt."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """INSERT INTO taskclaim.run (id, task, queue, key, status, attempts, errors,
+                 started_at, last_attempted_at, finished_at)
+               VALUES (gen_random_uuid(), 'app.job', 'default', gen_random_uuid()::text, %s, 2,
+                 jsonb_build_array(jsonb_build_object('final', false, 'attempt', 1,
+                   'at', clock_timestamp() - make_interval(secs => %s))),
+                 now(), now(), clock_timestamp() - make_interval(secs => %s))""",
+            [status, retried_ago, finished_ago],
+        )
+
+
+def test_claimed_task_runs_are_counted_with_the_django_task_runs() -> None:
+    add_run("SUCCESSFUL", finished_ago=30)
+    add_claimed_run("SUCCESSFUL", finished_ago=40, retried_ago=2 * 60 + 5)
+    add_claimed_run("FAILED", finished_ago=5 * 60 + 30, retried_ago=6 * 60 + 5)
+    add_claimed_run("RETRYING", finished_ago=None, retried_ago=8 * 60 + 5)
+    assert nonzero(run_history("default", HOUR)) == {
+        "succeeded": {0: 2},
+        "retried": {2: 1, 6: 1, 8: 1},
+        "failed": {5: 1},
+    }
 
 
 def drawn(html: str, chart: str, outcome: str) -> int:

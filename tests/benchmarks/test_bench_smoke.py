@@ -16,6 +16,7 @@ from benchmarks import (
     common,
     end_to_end,
     growth,
+    history_row,
     hot_keys,
     memory,
     report,
@@ -111,6 +112,11 @@ def test_end_to_end_driver_modes_run_every_task(ctx: common.Context, mode: str, 
         cursor.execute("SELECT count(*) FROM taskclaim.message")
         left = cursor.fetchone()[0]
     assert left == 0  # enqueue-only runs clear their queue; the others drain it
+
+
+def test_history_row_drains_with_the_history_on_and_off(ctx: common.Context) -> None:
+    connection.close()
+    assert_rows(history_row.run(ctx, tasks=30), ["11"])
 
 
 def test_memory(ctx: common.Context) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterator
 
 import pytest
 from django.core.management import call_command
@@ -14,6 +15,7 @@ from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.queues.base import BaseQueue
 from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
+from tests.admin.data import add_run
 from tests.claimkit import insert_claim
 
 
@@ -75,3 +77,53 @@ def test_a_backend_that_knows_nothing_shows_question_marks() -> None:
     with override_settings(TASKCLAIM_QUEUES=config):
         lines = status().splitlines()
     assert lines[2].split() == ["mem", "Opaque", "?", "?", "?", "?"]
+
+
+@pytest.fixture
+def empty_runs() -> Iterator[None]:
+    yield
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM taskclaim.run")
+        cursor.execute("DELETE FROM taskclaim.task_result")
+
+
+@pytest.mark.usefixtures("empty_runs")
+def test_recent_failures_of_both_kinds_are_listed_newest_first() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """INSERT INTO taskclaim.run (id, task, queue, key, status, attempts, errors,
+                 started_at, last_attempted_at, finished_at) VALUES
+               (gen_random_uuid(), 'app.refresh', 'jobs', 'project:1', 'FAILED', 4,
+                '[{"exception_class_path": "app.Boom", "message": "down\\nhard"}]',
+                now(), now(), now() - interval '5 minutes'),
+               (gen_random_uuid(), 'app.refresh', 'jobs', 'project:2', 'SUCCESSFUL', 1, '[]',
+                now(), now(), now()),
+               (gen_random_uuid(), 'app.refresh', 'jobs', 'project:3', 'FAILED', 1, '[]',
+                now(), now(), now() - interval '2 days')"""
+        )
+    add_run("FAILED", finished_ago=60, final_error=True)
+    [django, claimed] = json.loads(status("--json"))["recent_failures"]
+    assert (django["kind"], django["task"], django["error_class"]) == (
+        "django",
+        "tests.tasks_backend.jobs.add",
+        "tests.tasks_backend.jobs.Boom",
+    )
+    assert {k: claimed[k] for k in ("kind", "task", "key", "attempts", "error_message")} == {
+        "kind": "claimed",
+        "task": "app.refresh",
+        "key": "project:1",
+        "attempts": 4,
+        "error_message": "down\nhard",
+    }
+    assert 299 <= claimed["age_seconds"] < 600
+    lines = status().splitlines()
+    at = lines.index("recent failures (last day), newest first:")
+    assert "tests.tasks_backend.jobs.add" in lines[at + 1]
+    assert lines[at + 2].endswith(
+        f"app.refresh project:1 ({claimed['id']}) after 4 attempts: app.Boom: down\\nhard"
+    )
+    assert len(lines) == at + 3
+
+
+def test_no_recent_failures_says_so() -> None:
+    assert "recent failures (last day): none" in status().splitlines()

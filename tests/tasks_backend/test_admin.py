@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.db import connection
 from django.test import Client, override_settings
 from django.urls import reverse
 
-from astral_taskclaim.tasks_backend.compat import TaskResultStatus
+from astral_taskclaim.tasks_backend.compat import TaskResultDoesNotExist, TaskResultStatus
+from tests.aiokit import run
 
 from . import jobs
-from .running import drain, message_rows
+from .running import claims, drain, message_rows
 
 CHANGELIST = "admin:astral_taskclaim_storedtaskresult_changelist"
 
@@ -95,3 +98,82 @@ def test_retry_needs_the_add_permission_and_enqueues_a_new_run(staff: Any) -> No
     [(body, *_rest)] = message_rows()
     assert body["task"]["taskPath"] == jobs.fails_once_for_good.module_path
     assert body["claim"] != failed.id
+
+
+def test_cancelling_a_coalescing_run_releases_its_key_and_retry_makes_a_new_run(
+    staff: Any,
+) -> None:
+    cancelled = jobs.refresh_by_key.enqueue(7)
+    client = staff("change_storedtaskresult", "add_storedtaskresult")
+    url = reverse(CHANGELIST)
+    client.post(url, {"action": "cancel_runs", "_selected_action": [cancelled.id]})
+    assert claims() == []
+    again = jobs.refresh_by_key.enqueue(7)
+    assert again.id != cancelled.id  # a new run, not the cancelled one
+    drain()
+    assert jobs.calls == [("refresh_by_key", 7, "")]
+
+
+def test_retry_says_so_when_the_runs_key_is_still_claimed(staff: Any) -> None:
+    cancelled = jobs.refresh_by_key.enqueue(8)
+    client = staff("change_storedtaskresult", "add_storedtaskresult")
+    url = reverse(CHANGELIST)
+    client.post(url, {"action": "cancel_runs", "_selected_action": [cancelled.id]})
+    current = jobs.refresh_by_key.enqueue(8)
+    queued = message_rows()
+    response = client.post(
+        url, {"action": "retry_runs", "_selected_action": [cancelled.id]}, follow=True
+    )
+    page = response.content.decode()
+    assert f"not enqueued: its key is claimed by run {current.id}" in page
+    assert "0 runs enqueued again." in page
+    assert message_rows() == queued
+
+
+ODD_ROWS = {
+    "infinite": ("'infinity'", "'[]'"),
+    "far": ("'10000-01-01 00:00:00+00'", "'[]'"),
+    "workers": ("now()", "'{\"a\": 1}'"),
+    "number": ("now()", "'5'"),
+}
+
+
+@pytest.mark.parametrize("kind", ODD_ROWS)
+def test_odd_rows_show_in_the_admin_and_get_result_says_they_do_not_exist(
+    staff: Any, kind: str
+) -> None:
+    finished_at, worker_ids = ODD_ROWS[kind]
+    result = jobs.add.enqueue(1, 2)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""UPDATE taskclaim.task_result
+                SET status = 'SUCCESSFUL', finished_at = {finished_at},
+                    started_at = {finished_at}, worker_ids = {worker_ids}::jsonb,
+                    errors = '[5, {{"x": 1}}]'::jsonb
+                WHERE id = %s::uuid""",
+            [result.id],
+        )
+    client = staff()
+    assert client.get(reverse(CHANGELIST)).status_code == 200
+    detail = reverse("admin:astral_taskclaim_storedtaskresult_change", args=(result.id,))
+    assert client.get(detail).status_code == 200
+    with pytest.raises(TaskResultDoesNotExist, match="cannot be read"):
+        jobs.add.get_result(result.id)
+    with pytest.raises(TaskResultDoesNotExist, match="cannot be read"):
+        run(jobs.add.aget_result(result.id))
+
+
+def test_a_huge_traceback_is_cut_on_the_detail_page(staff: Any) -> None:
+    result = jobs.add.enqueue(1, 2)
+    error = {"exception_class_path": "x.Huge", "traceback": "T" * 20_000_000, "attempt": 1}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE taskclaim.task_result SET errors = jsonb_build_array(%s::jsonb) "
+            "WHERE id = %s::uuid",
+            [json.dumps(error), result.id],
+        )
+    detail = reverse("admin:astral_taskclaim_storedtaskresult_change", args=(result.id,))
+    page = staff().get(detail).content.decode()
+    assert "T" * 10_000 + "…" in page
+    assert "T" * 10_001 not in page
+    assert "Cut after 10000 of 20000000 characters." in page

@@ -36,8 +36,9 @@ OWNERS = {
     "taskclaim.delete_task_results(keep interval)": "tasks",
     "taskclaim.outbox": "outbox",
     "taskclaim.outbox_id_seq": "outbox",
+    "taskclaim.run": "runs",
 }
-FAMILIES = ("slug", "taskclaim", "queue", "tasks", "outbox")
+FAMILIES = ("slug", "taskclaim", "queue", "tasks", "outbox", "runs")
 SCHEMAS = ["slug", "taskclaim"]
 
 _OBJECTS = """

@@ -116,11 +116,19 @@ CREATE OR REPLACE FUNCTION taskclaim.delete_task_results(keep interval)
  SET search_path TO 'pg_catalog'
 AS $function$
 DECLARE
+  cutoff timestamptz := statement_timestamp() - keep;
   deleted bigint;
+  runs bigint;
 BEGIN
-  DELETE FROM taskclaim.task_result WHERE finished_at < statement_timestamp() - keep;
+  DELETE FROM taskclaim.task_result WHERE finished_at < cutoff;
   GET DIAGNOSTICS deleted = ROW_COUNT;
-  RETURN deleted;
+  DELETE FROM taskclaim.run WHERE finished_at < cutoff;
+  GET DIAGNOSTICS runs = ROW_COUNT;
+  deleted := deleted + runs;
+  DELETE FROM taskclaim.run
+  WHERE finished_at IS NULL AND last_attempted_at < cutoff - interval '1 day';
+  GET DIAGNOSTICS runs = ROW_COUNT;
+  RETURN deleted + runs;
 END;
 $function$;
 COMMENT ON FUNCTION taskclaim.delete_task_results(interval) IS 'Deletes old task results.';
@@ -139,3 +147,27 @@ CREATE INDEX outbox_queue_id_idx ON taskclaim.outbox USING btree (queue, id);
 COMMENT ON TABLE taskclaim.outbox IS 'Messages of astral_taskclaim''s remote queues waiting for the relay.';
 
 CREATE SEQUENCE taskclaim.outbox_id_seq;
+
+-- Owned by the runs/ SQL files.
+
+CREATE TABLE taskclaim.run (
+  id uuid NOT NULL,
+  task text NOT NULL,
+  queue text NOT NULL,
+  key text NOT NULL,
+  status text NOT NULL,
+  attempts integer NOT NULL,
+  errors jsonb DEFAULT '[]'::jsonb NOT NULL,
+  worker_ids jsonb DEFAULT '[]'::jsonb NOT NULL,
+  payload text,
+  started_at timestamp with time zone NOT NULL,
+  last_attempted_at timestamp with time zone NOT NULL,
+  finished_at timestamp with time zone
+);
+ALTER TABLE taskclaim.run ADD CONSTRAINT run_attempts_check CHECK ((attempts >= 0));
+ALTER TABLE taskclaim.run ADD CONSTRAINT run_pkey PRIMARY KEY (id);
+ALTER TABLE taskclaim.run ADD CONSTRAINT run_status_check CHECK ((status = ANY (ARRAY['RETRYING'::text, 'SUCCESSFUL'::text, 'FAILED'::text])));
+CREATE INDEX run_finished_at_idx ON taskclaim.run USING btree (finished_at);
+CREATE INDEX run_key_idx ON taskclaim.run USING btree (key);
+CREATE INDEX run_retrying_idx ON taskclaim.run USING btree (last_attempted_at) WHERE (finished_at IS NULL);
+COMMENT ON TABLE taskclaim.run IS 'Runs of astral_taskclaim''s claimed tasks.';

@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from astral_taskclaim.claims.status import collect
+from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.management.base import AppCommand
 
 COLUMNS = ("ready", "delayed", "leased", "oldest_age_seconds")
@@ -22,8 +23,8 @@ def _cell(value: Any) -> str:
 class Command(AppCommand):
     help = (
         "Shows per queue the messages ready, delayed and leased and the oldest one's age, "
-        "the claims active and expired, and rows waiting in outboxes. '?' marks what a "
-        "backend does not expose."
+        "the claims active and expired, rows waiting in outboxes, and the latest runs that "
+        "gave up in the last day. '?' marks what a backend does not expose."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -54,5 +55,23 @@ class Command(AppCommand):
                 f"outbox of {name}: {depth} rows waiting for the relay, oldest "
                 f"{_cell(outbox['oldest_seconds'])} s"
             )
+        self._failures(found["recent_failures"])
         for problem in problems:
             self.stderr.write(problem)
+
+    def _failures(self, failures: list[dict[str, Any]]) -> None:
+        if not failures:
+            self.stdout.write("recent failures (last day): none")
+            return
+        self.stdout.write("recent failures (last day), newest first:")
+        for failure in failures:
+            error = ": ".join(
+                str(p) for p in (failure["error_class"], failure["error_message"]) if p
+            )
+            self.stdout.write(
+                printable(
+                    f"  {_cell(failure['age_seconds'])} s ago  {failure['task']} "
+                    f"{failure['key'] or '-'} ({failure['id']}) after {failure['attempts']} "
+                    f"attempts{': ' + error[:200] if error else ''}"
+                )
+            )

@@ -65,6 +65,7 @@ from astral_taskclaim.queues.base import (
     ReceivedMessage,
 )
 from astral_taskclaim.queues.postgres.listener import Listener
+from astral_taskclaim.queues.runs import RunRecord, settle_recording
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +95,7 @@ class PostgresQueue(BaseQueue):
 
     transactional = True
     supports_lease_extension = True
+    records_runs = True
 
     option_spec = {
         "database": opts.Option(
@@ -267,15 +269,19 @@ class PostgresQueue(BaseQueue):
         return QueueStatus(ready, delayed, leased, None if oldest is None else float(oldest))
 
     def settle(self, messages: Sequence[ReceivedMessage]) -> None:
-        """Deletes the acked and delays the retried messages, and wakes
-        waiting consumers for retries due at once: one statement
-        (``queue/settle.sql``) whatever the batch, so one round trip."""
+        """Deletes the acked and delays the retried messages, wakes waiting
+        consumers for retries due at once and records the claimed-task runs
+        the messages carry (:func:`~astral_taskclaim.queues.runs.settle_recording`):
+        one statement (``queue/settle.sql``) whatever the batch, so one round trip."""
         acks: list[tuple[int, str]] = []
         retries: list[tuple[int, str, float, str | None]] = []
+        runs: list[tuple[int | None, RunRecord]] = []
         for message in messages:
             if message.settlement is None:
                 continue
             id_, lease = _receipt(message)
+            if message.run is not None:
+                runs.append((id_, message.run))
             if message.settlement == "ack":
                 acks.append((id_, lease))
             else:
@@ -292,7 +298,8 @@ class PostgresQueue(BaseQueue):
             "errors": [retry[3] for retry in retries],
             "channel": self.channel,
         }
-        [(settled, _woken)] = statements.run(self.database, "queue/settle.sql", params)
+        rows = settle_recording(self.database, "queue/settle.sql", params, runs, queue=self.alias)
+        [(settled, _woken)] = rows
         stale = len(acks) + len(retries) - settled
         if stale:
             self._log_stale_settlements(

@@ -1,13 +1,15 @@
--- Runs of Django Tasks per outcome in each bucket of bucket_seconds back from
+-- Runs of Django Tasks and of claimed tasks (taskclaim.task_result and
+-- taskclaim.run) per outcome in each bucket of bucket_seconds back from
 -- now, bucket 0 the latest, up to the given number of buckets; empty buckets
 -- are absent. "succeeded" and "failed" are runs that finished then (a
 -- cancelled run failed); "retried" are failed attempts that were retried,
 -- at the time of their error.
 --
 -- A run with an error in the window has finished since or not finished, so
--- two index scans find every row: runs finished in the window (a range of
--- task_result_finished_at_idx) and runs waiting for a retry (the whole of the
--- small partial task_result_retrying_idx), however many runs are queued.
+-- two index scans per table find every row: runs finished in the window (a
+-- range of task_result_finished_at_idx, run_finished_at_idx) and runs
+-- waiting for a retry (the whole of the small partial task_result_retrying_idx,
+-- run_retrying_idx), however many runs are queued.
 WITH bounds AS (
   SELECT
     statement_timestamp() AS until,
@@ -21,6 +23,14 @@ WITH bounds AS (
   SELECT r.status, r.finished_at, r.errors
   FROM taskclaim.task_result AS r
   WHERE r.finished_at IS NULL AND r.errors <> '[]'::jsonb
+  UNION ALL
+  SELECT r.status, r.finished_at, r.errors
+  FROM taskclaim.run AS r, bounds
+  WHERE r.finished_at >= bounds.since
+  UNION ALL
+  SELECT r.status, r.finished_at, r.errors
+  FROM taskclaim.run AS r
+  WHERE r.finished_at IS NULL
 ), events AS (
   SELECT
     touched.finished_at AS at,

@@ -1,7 +1,8 @@
 -- Settles a received batch in one statement: deletes the acked messages,
 -- shows each retried one again after its delay (seconds), noting the error
 -- of its failed run, and wakes the queue's waiting consumers when a retry is
--- due at once. A message is
+-- due at once, and records the runs of claimed tasks the messages carried
+-- (runs/record.sql; those of messages it settles only). A message is
 -- settled only while it is still under the lease it was received with: a
 -- settlement that comes after its lease ran out (and the message went to
 -- another consumer) changes nothing. Returns how many it settled.
@@ -25,7 +26,12 @@ retried AS (
     %(retry_ids)s::bigint[], %(retry_leases)s::uuid[], %(delays)s::float8[], %(errors)s::text[]
   ) AS retried (id, lease, delay, error)
   WHERE m.id = retried.id AND m.lease = retried.lease
-  RETURNING retried.delay
+  RETURNING m.id, retried.delay
+),
+recorded AS (
+  -- include: runs/record.sql
+  --   replacing: WHERE true
+  --   with: WHERE r.message IN (SELECT id FROM acked UNION ALL SELECT id FROM retried)
 ),
 woken AS (
   SELECT pg_notify(%(channel)s, '')

@@ -1,0 +1,190 @@
+"""The admin's claimed-task runs (``taskclaim.run``): browse runs by status,
+task and queue, search by run id or key, read each failed attempt's
+exception, message and traceback, and enqueue failed runs again.
+
+Retrying needs the ``add_claimedrun`` permission (it enqueues a new run
+under a fresh claim). The table may hold millions of rows, so counts are
+estimates and the task and queue filters list the registered tasks and
+configured queues rather than scanning the table for them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
+
+from astral_taskclaim.admin.queries import LargeTableAdmin, ModelAdminOf, preformatted
+from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.models import Claim, ClaimedRun
+from astral_taskclaim.tasks import registry
+
+__all__ = ["ClaimedRunAdmin", "QueueFilter", "TaskFilter"]
+
+
+class TaskFilter(admin.SimpleListFilter):
+    """Runs of one registered claimed task."""
+
+    title = _("task")
+    parameter_name = "task"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return sorted((task.name, task.name) for task in registry)
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset if value is None else queryset.filter(task=value)
+
+
+class QueueFilter(TaskFilter):
+    """Runs from one configured queue."""
+
+    title = _("queue")
+    parameter_name = "queue"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(alias, alias) for alias in sorted(app_settings.QUEUES)]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset if value is None else queryset.filter(queue=value)
+
+
+class ClaimedRunAdmin(LargeTableAdmin, ModelAdminOf[ClaimedRun]):
+    """Read-only claimed-task run history with a retry action."""
+
+    list_display = (
+        "id",
+        "task",
+        "key",
+        "status",
+        "attempts",
+        "queue",
+        "last_attempted_at",
+        "finished_at",
+    )
+    list_filter = ("status", TaskFilter, QueueFilter)
+    search_fields = ("=key",)
+    search_help_text = _("A run id, or a key exactly.")
+    fields = (
+        "id",
+        "task",
+        "status",
+        "queue",
+        "key",
+        "attempts",
+        "worker_list",
+        "started_at",
+        "last_attempted_at",
+        "finished_at",
+        "task_payload",
+        "error_history",
+    )
+    readonly_fields = fields
+    actions = ("retry_runs",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ClaimedRun]:
+        return super().get_queryset(request).using(app_settings.DATABASE)
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[ClaimedRun], search_term: str
+    ) -> tuple[QuerySet[ClaimedRun], bool]:
+        """A run id (a UUID) or an exact key."""
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        match = Q(key=term)
+        with contextlib.suppress(ValueError):  # not an id: the key alone
+            match |= Q(pk=uuid.UUID(term))
+        return queryset.filter(match), False
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_retry_permission(self, request: HttpRequest) -> bool:
+        """Retrying enqueues a new run: the model's add permission."""
+        opts = self.opts
+        return request.user.has_perm(f"{opts.app_label}.add_{opts.model_name}")
+
+    @admin.display(description=_("worker ids"))
+    def worker_list(self, obj: ClaimedRun) -> str:
+        workers = obj.worker_ids if isinstance(obj.worker_ids, list) else []
+        return ", ".join(map(str, workers)) or "-"
+
+    @admin.display(description=_("task payload"))
+    def task_payload(self, obj: ClaimedRun) -> SafeString | str:
+        return "-" if obj.payload is None else preformatted(obj.payload, "taskclaim-json")
+
+    @admin.display(description=_("errors"))
+    def error_history(self, obj: ClaimedRun) -> SafeString | str:
+        """Each failed attempt: its number, time, exception and traceback."""
+        errors = obj.error_entries
+        if not errors:
+            return "-"
+        return format_html_join(
+            "",
+            "<p><strong>{} {}</strong> {} {}</p>{}{}",
+            (
+                (
+                    _("attempt"),
+                    error.get("attempt", "?"),
+                    error.get("at", ""),
+                    error.get("exception_class_path") or "",
+                    preformatted(str(error.get("message", "")), "taskclaim-message"),
+                    preformatted(str(error.get("traceback", "")), "taskclaim-traceback"),
+                )
+                for error in errors
+            ),
+        )
+
+    @admin.action(description=_("Enqueue selected failed runs again"), permissions=("retry",))
+    def retry_runs(self, request: HttpRequest, queryset: QuerySet[ClaimedRun]) -> None:
+        """Enqueues each failed run's task again, with its key and payload,
+        under a fresh claim; says which could not be and why."""
+        tasks = {task.name: task for task in registry}
+        enqueued = 0
+        claims = Claim.objects.using(app_settings.DATABASE).active()
+        for row in queryset.filter(status="FAILED"):
+            problem: str | None = None
+            task = tasks.get(row.task)
+            holder = claims.filter(key=row.key).first()
+            if task is None:
+                problem = _("no claimed task %(task)s is registered") % {"task": row.task}
+            elif row.payload is None:
+                problem = str(_("its task payload was not kept"))
+            elif holder is not None:
+                problem = _("its key is claimed (run %(run)s)") % {"run": holder.token}
+            else:
+                try:
+                    token = task.enqueue(row.key, json.loads(row.payload))
+                except Exception as error:
+                    problem = f"{type(error).__name__}: {error}"
+                else:
+                    if token is None:
+                        problem = str(_("its key was claimed meanwhile"))
+            if problem is not None:
+                self.message_user(request, format_html("{}: {}", row.pk, problem), messages.WARNING)
+                continue
+            enqueued += 1
+        text = ngettext(
+            "%(count)d run enqueued again under a new claim.",
+            "%(count)d runs enqueued again under a new claim.",
+            enqueued,
+        )
+        level = messages.SUCCESS if enqueued else messages.INFO
+        self.message_user(request, text % {"count": enqueued}, level)
