@@ -45,6 +45,9 @@ CROSSING = {
     "taskclaim/bulk_enqueue.sql": {"message"},
     # The admin's "delete expired claims", as the service role may run it.
     "admin/delete_expired.sql": {"claim"},
+    # The admin's "cancel": the runs and their keys' claims in one statement,
+    # so a cancelled coalescing run never keeps its key claimed.
+    "admin/cancel_runs.sql": {"claim", "task_result"},
 }
 _WRITE = re.compile(r"(?:INSERT INTO|UPDATE|DELETE FROM)\s+taskclaim\.(\w+)")
 
