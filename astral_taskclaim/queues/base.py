@@ -136,6 +136,8 @@ class BaseQueue(ABC):
         call sends.
     ``max_delay_seconds``
         Longest retry delay (and send delay) the engine accepts.
+    ``max_send_delay_seconds``
+        Longest delay of a new message, when shorter (SQS: 900 s).
     ``max_body_bytes``
         Largest encoded JSON body; :meth:`encode` rejects bigger ones
         before anything is sent.
@@ -161,6 +163,7 @@ class BaseQueue(ABC):
 
     max_batch_size: ClassVar[int] = 100
     max_delay_seconds: ClassVar[int] = MAX_DELAY_SECONDS
+    max_send_delay_seconds: int = MAX_DELAY_SECONDS
     max_body_bytes: ClassVar[int] = 128 * 1024
     transactional: bool = False
     supports_lease_extension: ClassVar[bool] = False

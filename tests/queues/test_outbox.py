@@ -99,8 +99,8 @@ def test_a_body_the_service_would_refuse_raises_before_anything_is_written(
     queue = create_queue(cloudflare_outbox.alias)
     with pytest.raises(ValueError, match="over the 127900-byte limit"):
         enqueue_claimed_many(queue, [("a", 1), ("b", "x" * 128_000)], window_seconds=60)
-    with pytest.raises(ValueError, match="delay_seconds must be 0"):
-        queue.send({"n": 1}, delay_seconds=5)
+    with pytest.raises(ValueError, match=r"delay_seconds must be in \[0, 43200\]"):
+        queue.send({"n": 1}, delay_seconds=50_000)
     assert cloudflare_outbox.rows() == []
     assert claims() == {}
 
