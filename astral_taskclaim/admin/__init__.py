@@ -2,7 +2,8 @@
 
 One ``ModelAdmin`` per table: claims (:mod:`.claims`, with the overview and
 "delete expired claims" pages of :mod:`.views`), the PostgreSQL queue's
-messages (:mod:`.messages`) and stored task results (:mod:`.results`).
+messages (:mod:`.messages`), the remote queues' outbox rows (:mod:`.outbox`)
+and stored task results (:mod:`.results`).
 :mod:`.queries` and :mod:`.times` hold what they share: estimated counts,
 key search and how times are shown.
 """
@@ -13,11 +14,19 @@ from django.contrib import admin
 
 from astral_taskclaim.admin.claims import ClaimAdmin, ClaimStateFilter
 from astral_taskclaim.admin.messages import QueueMessageAdmin
+from astral_taskclaim.admin.outbox import OutboxRowAdmin
 from astral_taskclaim.admin.results import TaskResultAdmin
-from astral_taskclaim.models import Claim, QueueMessage, StoredTaskResult
+from astral_taskclaim.models import Claim, OutboxRow, QueueMessage, StoredTaskResult
 
-__all__ = ["ClaimAdmin", "ClaimStateFilter", "QueueMessageAdmin", "TaskResultAdmin"]
+__all__ = [
+    "ClaimAdmin",
+    "ClaimStateFilter",
+    "OutboxRowAdmin",
+    "QueueMessageAdmin",
+    "TaskResultAdmin",
+]
 
 admin.site.register(Claim, ClaimAdmin)
 admin.site.register(QueueMessage, QueueMessageAdmin)
+admin.site.register(OutboxRow, OutboxRowAdmin)
 admin.site.register(StoredTaskResult, TaskResultAdmin)
