@@ -139,6 +139,6 @@ def test_metrics_listen_on_loopback_unless_told_otherwise(
         servers.append((port, addr))
         return None
 
-    monkeypatch.setattr("astral_taskclaim.metrics.start_http_server", start)
+    monkeypatch.setattr("astral_taskclaim.worker.metrics.start_http_server", start)
     consume("jobs", "--burst", "--wait", "0", "--metrics-port", "9464", *args)
     assert servers == [(9464, address)]

@@ -12,14 +12,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from astral_taskclaim.bulk import enqueue_claimed_many
-from astral_taskclaim.relay import Relay
 from django.db import connection
 from django.test import override_settings
 from moto.sqs.models import SQSBackend, sqs_backends
 
-from astral_taskclaim.claims import claim_task
+from astral_taskclaim.claims.bulk import enqueue_claimed_many
+from astral_taskclaim.claims.claim import claim_task
 from astral_taskclaim.queues import create_queue
+from astral_taskclaim.worker.relay import Relay
 from tests.claimkit import claims
 
 from .cloudflare_server import CloudflareQueuesServer

@@ -169,7 +169,7 @@ def sqs_counts(moto_sqs: Any, url: str) -> tuple[int, int]:
 
 
 def test_sqs_carries_a_run_due_in_an_hour_in_hops_of_900_seconds(moto_sqs: Any) -> None:
-    from astral_taskclaim.worker import Worker
+    from astral_taskclaim.worker.loop import Worker
 
     url = moto_sqs.create_queue()
     with override_settings(**sqs_backend(moto_sqs, url)):
@@ -191,7 +191,7 @@ def test_sqs_carries_a_run_due_in_an_hour_in_hops_of_900_seconds(moto_sqs: Any) 
 
 
 def test_an_outbox_queue_holds_a_deferred_run_until_due(moto_sqs: Any) -> None:
-    from astral_taskclaim.relay import Relay
+    from astral_taskclaim.worker.relay import Relay
 
     url = moto_sqs.create_queue()
     with override_settings(**sqs_backend(moto_sqs, url, outbox=True)):
