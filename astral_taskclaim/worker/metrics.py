@@ -56,8 +56,8 @@ except ImportError as error:  # pragma: no cover - depends on the environment
         'pip install "astral-taskclaim[prometheus]"'
     ) from error
 
-from astral_taskclaim.worker.loop.conf import app_settings
-from astral_taskclaim.worker.loop.status import claim_counts, queue_status
+from astral_taskclaim.claims.status import claim_counts, queue_status
+from astral_taskclaim.core.conf import app_settings
 
 if TYPE_CHECKING:
     from astral_taskclaim.worker.loop import TaskRun, Worker

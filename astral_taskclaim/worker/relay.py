@@ -251,7 +251,8 @@ class Relay:
         done.error = error
 
     def _row_backoff(self, row: Row) -> float:
-        return min(self.first_backoff * 2 ** min(row.attempts, 30), self.max_backoff)
+        backoff: float = self.first_backoff * 2.0 ** min(row.attempts, 30)
+        return min(backoff, self.max_backoff)
 
     def _text(self, reason: str) -> str:
         # The service's words may quote a credential (a DSN, a refused header).
