@@ -32,9 +32,7 @@ Settlement = Literal["ack", "retry"]
 
 class QueueError(Exception):
     """A queue backend failed; the message names the queue and the cause.
-
-    ``retry_after``: seconds the service asked to wait before trying again
-    (``Retry-After``), if it said."""
+    ``retry_after``: seconds the service asked to wait (``Retry-After``), if any."""
 
     retry_after: float | None = None
 
@@ -134,10 +132,8 @@ class BaseQueue(ABC):
     ``max_batch_size``
         Most messages one :meth:`receive` returns and one :meth:`send_many`
         call sends.
-    ``max_delay_seconds``
-        Longest retry delay (and send delay) the engine accepts.
-    ``max_send_delay_seconds``
-        Longest delay of a new message, when shorter (SQS: 900 s).
+    ``max_delay_seconds`` / ``max_send_delay_seconds``
+        Longest retry delay, and send delay (900 s on SQS), the engine accepts.
     ``max_body_bytes``
         Largest encoded JSON body; :meth:`encode` rejects bigger ones
         before anything is sent.

@@ -26,8 +26,7 @@ rows the service accepted, record each failure on its row (``attempts``,
   released, as after a failed send; the admin retries or deletes it. An
   entry refused for a passing fault waits out a backoff of its own
   (``relay.row_delayed``), doubling per attempt, while the rest flows.
-- Relays run side by side (for availability or throughput): each skips the
-  rows another one holds.
+- Relays run side by side: each skips the rows another one holds.
 - An outage does not stop the relay: a failed request or database error is
   logged (``relay.send_failed``, ``relay.database_error``) and the batch
   tried again after a backoff doubling from ``first_backoff`` to
@@ -332,8 +331,7 @@ class Relay:
         else:
             delay = self._jitter(self._backoff)
             self._backoff = min(self._backoff * 2, self.max_backoff)
-        # The error's text may quote a credential (a DSN, a refused header).
-        shown = redact_configured(str(error), self.backend)
+        shown = self._text(str(error))
         logger.warning(
             "%s: %s: %s; outbox rows kept, trying again in %.1f s",
             *(printable(self.queue), type(error).__name__, printable(shown), delay),
