@@ -18,21 +18,16 @@ rows the service accepted, record each failure on its row (``attempts``,
   them. Delivery is at least once: rows the service accepted just before
   a crash, before their delete committed, are sent again.
 - One row never blocks the others. A request the service refuses for what
-  it holds (:class:`~.queues.remote.RequestRefusedError`: Cloudflare's
-  ``400``, a body over an SQS queue's ``MaximumMessageSize``) is split in
-  halves and sent again until the culprit is alone; a row refused for good
-  (alone, or an SQS ``Failed`` entry with ``SenderFault``) is set aside at
-  once (``dead_at``, logged as ``relay.row_set_aside``) and its claim
-  released, as after a failed send; the admin retries or deletes it. An
-  entry refused for a passing fault waits out a backoff of its own
-  (``relay.row_delayed``), doubling per attempt, while the rest flows.
+  it holds (:class:`~.queues.remote.RequestRefusedError`) is halved until
+  the culprit is alone; a row refused for good (alone, or an SQS entry with
+  ``SenderFault``) is set aside at once (``relay.row_set_aside``), its claim
+  released (a Django Task's run failed). One refused for a passing fault
+  waits out its own backoff (``relay.row_delayed``) while the rest flows.
 - Relays run side by side: each skips the rows another one holds.
 - An outage does not stop the relay: a failed request or database error is
   logged (``relay.send_failed``, ``relay.database_error``) and the batch
   tried again after a backoff doubling from ``first_backoff`` to
-  ``max_backoff`` seconds, or after the wait the service asked for with
-  ``Retry-After`` (Cloudflare's REST rate limit blocks for minutes),
-  whatever its length.
+  ``max_backoff`` seconds, or after the ``Retry-After`` the service asked.
 
 The batch's rows stay locked while the request runs, so the claims
 database's ``idle_in_transaction_session_timeout`` (if set) must be longer
@@ -60,6 +55,7 @@ from astral_taskclaim.claims.claim import release_task
 from astral_taskclaim.core.envelope import parse_body
 from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.redaction import redact_configured, redacting_filter
+from astral_taskclaim.db import statements
 from astral_taskclaim.db.connections import close_connections
 from astral_taskclaim.queues import create_queue
 from astral_taskclaim.queues import outbox as outbox_rows
@@ -178,8 +174,8 @@ class Relay:
             self._deliver(rows, done)
             outbox_rows.delete(database, done.sent)
             outbox_rows.record_failures(database, done.failures)
-            for row, _reason in done.dead:
-                self._release_claim(row)
+            for row, reason in done.dead:
+                self._release_claim(row, reason)
         self.stats.batches += 1
         self.stats.sent += len(done.sent)
         self.stats.set_aside += len(done.dead)
@@ -239,9 +235,8 @@ class Relay:
                 self._deliver(part, done)
 
     def _set_aside(self, row: Row, reason: str, done: _Outcome) -> None:
-        text = self._text(reason)
-        done.failures.append(Failure(row.id, text, dead=True))
-        done.dead.append((row, text))
+        done.failures.append(Failure(row.id, self._text(reason), dead=True))
+        done.dead.append((row, self._text(reason)))
 
     def _give_back(self, rows: Sequence[Row], done: _Outcome, error: QueueError) -> None:
         # The whole request failed: the rows keep their place, the relay backs off.
@@ -257,15 +252,22 @@ class Relay:
         # The service's words may quote a credential (a DSN, a refused header).
         return redact_configured(reason, self.backend)[:ERROR_CHARS]
 
-    def _release_claim(self, row: Row) -> None:
+    def _release_claim(self, row: Row, reason: str) -> None:
         """Frees the claim of a row set aside, as a failed send would: its
-        key may be enqueued again (a later claim of it stays)."""
+        key may be enqueued again (a later claim of it stays). A Django
+        Task's run, whose message will never arrive, fails with ``reason``."""
         try:
             found = parse_body(json.loads(row.body))
         except (ValueError, RecursionError):
             found = None
-        if found is not None:
-            release_task(found.key, found.claim, using=self.backend.database)
+        if found is None:
+            return
+        database = self.backend.database
+        release_task(found.key, found.claim, using=database)
+        if isinstance(found.task, dict) and "taskPath" in found.task:
+            refused = f"{RequestRefusedError.__module__}.{RequestRefusedError.__qualname__}"
+            params = {"id": found.claim, "exception_class_path": refused, "traceback": reason}
+            statements.run(database, "tasks/fail.sql", {**params, "final": True, "relaxed": False})
 
     def _log_row_failures(self, done: _Outcome) -> None:
         for row, reason in done.dead:
@@ -283,8 +285,7 @@ class Relay:
                 )
 
     def run(self) -> RelayStats:
-        """Relays until stopped (or, with ``burst``, until no row is due);
-        returns the stats."""
+        """Relays until stopped (or, with ``burst``, until no row is due)."""
         logger.info(
             "relaying the outbox of %s",
             printable(self.queue),
@@ -300,7 +301,8 @@ class Relay:
                     continue
                 except DATABASE_ERRORS as error:
                     self.stats.database_errors += 1
-                    self._close_connections()
+                    self.backend.close()
+                    close_connections()
                     self._back_off(error, "relay.database_error")
                     continue
                 self._backoff = self.first_backoff
@@ -338,10 +340,6 @@ class Relay:
             extra={"event": event, "queue": self.queue, "delay": delay},
         )
         self._sleep(delay)
-
-    def _close_connections(self) -> None:
-        self.backend.close()
-        close_connections()
 
 
 def _jittered(backoff: float) -> float:

@@ -205,3 +205,24 @@ def test_an_outbox_queue_holds_a_deferred_run_until_due(moto_sqs: Any) -> None:
             cursor.execute("UPDATE taskclaim.outbox SET available_at = statement_timestamp()")
         assert Relay("sqs", burst=True).run().sent == 1
         assert sqs_counts(moto_sqs, url) == (1, 0)
+
+
+def test_a_run_whose_outbox_row_is_refused_for_good_fails_with_the_reason(
+    moto_sqs: Any,
+) -> None:
+    from astral_taskclaim.worker.relay import Relay
+
+    url = moto_sqs.create_queue(MaximumMessageSize="1024")
+    with override_settings(**sqs_backend(moto_sqs, url, outbox=True)):
+        refused = jobs.add.enqueue("x" * 2000, "y")
+        fine = jobs.add.enqueue(1, 2)
+        stats = Relay("sqs", burst=True).run()
+        assert (stats.sent, stats.set_aside) == (1, 1)
+        result = jobs.add.get_result(refused.id)
+        assert result.status == TaskResultStatus.FAILED
+        [error] = result.errors
+        assert error.exception_class_path == "astral_taskclaim.queues.remote.RequestRefusedError"
+        assert "Message must be shorter than 1024 bytes" in error.traceback
+        assert jobs.add.get_result(fine.id).status == TaskResultStatus.READY
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM taskclaim.outbox WHERE queue = 'sqs'")
