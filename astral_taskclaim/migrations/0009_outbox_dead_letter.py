@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.db import migrations, models
 
-from astral_taskclaim.db.operations import RunPackageSQL
+from astral_taskclaim.db.operations import RunMigrationSQL
 
 
 class Migration(migrations.Migration):
@@ -11,10 +11,8 @@ class Migration(migrations.Migration):
 
     dependencies = [("astral_taskclaim", "0008_runs_index")]
     operations = [
-        RunPackageSQL(
-            "outbox/dead_letter.sql",
-            reverse="outbox/dead_letter_reverse.sql",
-            grants="outbox/dead_letter_grants.sql",
+        RunMigrationSQL(
+            "0009_outbox_dead_letter.sql", reverse="0009_outbox_dead_letter_reverse.sql"
         ),
         migrations.CreateModel(
             name="OutboxRow",

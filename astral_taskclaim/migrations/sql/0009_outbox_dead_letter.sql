@@ -1,8 +1,8 @@
--- Migration 0009: what the relay needs so that one row never blocks the
--- others. Each row counts its failed sends and keeps the last error; a row
--- waits until available_at (a deferred task's run_after, or a backoff after
--- a failed send); a row the service refuses for good is set aside
--- (dead_at), kept for the admin's retry and delete actions.
+-- What the outbox relay needs so that one row never blocks the others. Each
+-- row counts its failed sends and keeps the last error; a row waits until
+-- available_at (a deferred task's run_after, or a backoff after a failed
+-- send); a row the service refuses for good is set aside (dead_at), kept for
+-- the admin's retry and delete actions.
 ALTER TABLE taskclaim.outbox
   ADD COLUMN attempts integer NOT NULL DEFAULT 0,
   ADD COLUMN last_error text,

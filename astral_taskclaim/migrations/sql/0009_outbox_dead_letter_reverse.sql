@@ -1,4 +1,4 @@
--- Undoes outbox/dead_letter.sql: rows set aside become due again.
+-- Undoes 0009_outbox_dead_letter.sql: rows set aside become due again.
 DROP INDEX taskclaim.outbox_dead_idx;
 DROP INDEX taskclaim.outbox_due_idx;
 ALTER TABLE taskclaim.outbox
