@@ -2,8 +2,9 @@
 
 :class:`Claim` (``taskclaim.claim``) and :class:`ClaimedRun`
 (``taskclaim.run``) are defined here; the PostgreSQL queue's
-:class:`QueueMessage` (``taskclaim.message``) lives with that queue and the
-tasks backend's :class:`StoredTaskResult` (``taskclaim.task_result``) with
+:class:`QueueMessage` (``taskclaim.message``) lives with that queue, the
+remote queues' :class:`OutboxRow` (``taskclaim.outbox``) with their outbox,
+and the tasks backend's :class:`StoredTaskResult` (``taskclaim.task_result``) with
 the backend. Importing them here is what registers them with Django under
 the ``astral_taskclaim`` label.
 """
@@ -19,6 +20,7 @@ from django.utils.translation import gettext_lazy as _
 
 from astral_taskclaim.db.sql_owned import SqlOwnedModel
 from astral_taskclaim.fields import LoadableDateTimeField
+from astral_taskclaim.queues.outbox_models import OutboxRow, OutboxRowQuerySet
 from astral_taskclaim.queues.postgres.models import QueueMessage, QueueMessageQuerySet
 from astral_taskclaim.tasks_backend.models import StoredTaskResult
 
@@ -26,6 +28,8 @@ __all__ = [
     "Claim",
     "ClaimQuerySet",
     "ClaimedRun",
+    "OutboxRow",
+    "OutboxRowQuerySet",
     "QueueMessage",
     "QueueMessageQuerySet",
     "StoredTaskResult",

@@ -2,8 +2,9 @@
 
 One ``ModelAdmin`` per table: claims (:mod:`.claims`, with the overview and
 "delete expired claims" pages of :mod:`.views`), the PostgreSQL queue's
-messages (:mod:`.messages`), stored task results (:mod:`.results`) and
-claimed-task runs (:mod:`.claimed_runs`).
+messages (:mod:`.messages`), the remote queues' outbox rows (:mod:`.outbox`),
+stored task results (:mod:`.results`) and claimed-task runs
+(:mod:`.claimed_runs`).
 :mod:`.queries` and :mod:`.times` hold what they share: estimated counts,
 key search and how times are shown.
 """
@@ -15,18 +16,27 @@ from django.contrib import admin
 from astral_taskclaim.admin.claimed_runs import ClaimedRunAdmin
 from astral_taskclaim.admin.claims import ClaimAdmin, ClaimStateFilter
 from astral_taskclaim.admin.messages import QueueMessageAdmin
+from astral_taskclaim.admin.outbox import OutboxRowAdmin
 from astral_taskclaim.admin.results import TaskResultAdmin
-from astral_taskclaim.models import Claim, ClaimedRun, QueueMessage, StoredTaskResult
+from astral_taskclaim.models import (
+    Claim,
+    ClaimedRun,
+    OutboxRow,
+    QueueMessage,
+    StoredTaskResult,
+)
 
 __all__ = [
     "ClaimAdmin",
     "ClaimStateFilter",
     "ClaimedRunAdmin",
+    "OutboxRowAdmin",
     "QueueMessageAdmin",
     "TaskResultAdmin",
 ]
 
 admin.site.register(Claim, ClaimAdmin)
 admin.site.register(QueueMessage, QueueMessageAdmin)
+admin.site.register(OutboxRow, OutboxRowAdmin)
 admin.site.register(StoredTaskResult, TaskResultAdmin)
 admin.site.register(ClaimedRun, ClaimedRunAdmin)

@@ -10,14 +10,18 @@ it; the Prometheus metrics read it too.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict
 from typing import Any
 
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.not_migrated import ensure_migrated
+from astral_taskclaim.core.redaction import redact_configured
 from astral_taskclaim.db import sqlfiles, statements
-from astral_taskclaim.queues import QueueError, create_queue
+from astral_taskclaim.queues import QueueStatus, create_queue
 from astral_taskclaim.queues.outbox import outbox_status
+
+__all__ = ["claim_counts", "collect", "queue_status"]
 
 
 def claim_counts(alias: str | None = None) -> dict[str, int]:
@@ -32,16 +36,25 @@ def claim_counts(alias: str | None = None) -> dict[str, int]:
 
 def queue_status(alias: str) -> dict[str, Any]:
     """The status of queue ``alias`` as a JSON-ready dict: its backend class,
-    the :class:`~astral_taskclaim.queues.QueueStatus` fields, and ``error``
-    (``None``, or why the backend could not be asked)."""
-    queue = create_queue(alias)
-    found: dict[str, Any] = {"backend": type(queue).__name__}
+    the :class:`~astral_taskclaim.queues.QueueStatus` fields (``None`` when
+    unknown), and ``error`` (``None``, or why the backend could not be
+    asked). It never raises: one queue out of reach (SQS unreachable, an
+    unknown queue URL, a bad configuration) must not hide the others."""
+    found: dict[str, Any] = {"backend": None, **asdict(QueueStatus()), "error": None}
     try:
-        found.update(asdict(queue.status()), error=None)
-    except QueueError as error:
-        found.update(error=str(error))
+        queue = create_queue(alias)
+    except Exception as error:  # reported in the queue's entry
+        found["error"] = f"{type(error).__name__}: {error}"
+        return found
+    found["backend"] = type(queue).__name__
+    try:
+        found.update(asdict(queue.status()))
+    except Exception as error:  # reported in the queue's entry
+        # The error's text may quote a credential (a DSN, a refused header).
+        found["error"] = redact_configured(f"{type(error).__name__}: {error}", queue)
     finally:
-        queue.close()
+        with contextlib.suppress(Exception):
+            queue.close()
     return found
 
 
@@ -56,6 +69,7 @@ def collect() -> dict[str, Any]:
                 "depth": found.depth,
                 "depth_exact": found.depth_exact,
                 "oldest_seconds": found.oldest_seconds,
+                "dead": found.dead,
             }
             for found in outbox_status(using=alias)
         },

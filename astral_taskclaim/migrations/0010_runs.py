@@ -11,7 +11,7 @@ class Migration(migrations.Migration):
     the results' cleanup function, which it extends; its model's state. The
     service role's grants are ``runs/grants.sql``, applied after ``migrate``."""
 
-    dependencies = [("astral_taskclaim", "0008_runs_index")]
+    dependencies = [("astral_taskclaim", "0009_outbox_dead_letter")]
     operations = [
         RunMigrationSQL("0010_runs.sql", reverse="0010_runs_reverse.sql"),
         migrations.CreateModel(

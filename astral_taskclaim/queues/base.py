@@ -33,9 +33,7 @@ Settlement = Literal["ack", "retry"]
 
 class QueueError(Exception):
     """A queue backend failed; the message names the queue and the cause.
-
-    ``retry_after``: seconds the service asked to wait before trying again
-    (``Retry-After``), if it said."""
+    ``retry_after``: seconds the service asked to wait (``Retry-After``), if any."""
 
     retry_after: float | None = None
 
@@ -137,8 +135,8 @@ class BaseQueue(ABC):
     ``max_batch_size``
         Most messages one :meth:`receive` returns and one :meth:`send_many`
         call sends.
-    ``max_delay_seconds``
-        Longest retry delay (and send delay) the engine accepts.
+    ``max_delay_seconds`` / ``max_send_delay_seconds``
+        Longest retry delay, and send delay (900 s on SQS), the engine accepts.
     ``max_body_bytes``
         Largest encoded JSON body; :meth:`encode` rejects bigger ones
         before anything is sent.
@@ -166,6 +164,7 @@ class BaseQueue(ABC):
 
     max_batch_size: ClassVar[int] = 100
     max_delay_seconds: ClassVar[int] = MAX_DELAY_SECONDS
+    max_send_delay_seconds: int = MAX_DELAY_SECONDS
     max_body_bytes: ClassVar[int] = 128 * 1024
     transactional: bool = False
     supports_lease_extension: ClassVar[bool] = False

@@ -174,7 +174,32 @@ class CloudflareQueue(RemoteQueue):
                 delay = opts.whole_delay_seconds(message.delay_seconds, self.max_delay_seconds)
                 retries.append({"lease_id": message.receipt, "delay_seconds": delay})
         if acks or retries:
-            self._post("/ack", json.dumps({"acks": acks, "retries": retries}).encode())
+            result = self._post("/ack", json.dumps({"acks": acks, "retries": retries}).encode())
+            self._check_ack_counts(result, len(acks), len(retries))
+
+    def _check_ack_counts(self, result: Any, acks: int, retries: int) -> None:
+        """Logs (``queue.settle_short``) an ack reply counting fewer acks or
+        retries than were sent: those messages come back when their leases
+        end (Cloudflare's warnings say why)."""
+        found = result if isinstance(result, dict) else {}
+        counted = (found.get("ackCount"), found.get("retryCount"))
+        if counted[0] == acks and counted[1] == retries:
+            return
+        warnings = found.get("warnings") or []
+        logger.warning(
+            "%s: ack reply counts %s acks and %s retries of %d and %d sent; the others come "
+            "back when their leases end: %s",
+            *(self.alias, counted[0], counted[1], acks, retries),
+            self.redact("; ".join(str(warning) for warning in warnings)) or "no warning given",
+            extra={
+                "event": "queue.settle_short",
+                "queue": self.alias,
+                "acks": acks,
+                "ack_count": counted[0],
+                "retries": retries,
+                "retry_count": counted[1],
+            },
+        )
 
     def _decodable(self, message: dict[str, Any]) -> bool:
         """Whether ``message`` has a content type this consumer can read.
@@ -255,7 +280,7 @@ class CloudflareQueue(RemoteQueue):
                 if status < 400:
                     return api.result(response, where, redact)
                 if status != 429 and status < 500:
-                    raise api.error(response, where, redact)
+                    raise api.error(response, where, redact, send=action in ("", "/batch"))
                 if status == 429 and (hopeless := api.permanent(response)):
                     raise api.error(response, f"{where}: {hopeless}", redact)
                 failure = api.describe(response)

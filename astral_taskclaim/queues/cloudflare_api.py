@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from astral_taskclaim.queues.base import QueueError
+from astral_taskclaim.queues.remote import RequestRefusedError
 
 Redact = Callable[[str], str]
 
@@ -42,6 +43,15 @@ class CloudflareError(QueueError):
         self.status = status
         self.errors = errors
         self.retry_after = retry_after
+
+
+class CloudflareRefusedError(CloudflareError, RequestRefusedError):
+    """Cloudflare refused a send for what its messages hold (``400``,
+    ``413``): sent again, they would be refused again."""
+
+
+#: The statuses of a send refused for what it holds.
+REFUSED_STATUSES = (400, 413)
 
 
 def retry_after(value: str | None) -> float | None:
@@ -82,11 +92,16 @@ def permanent(response: httpx.Response) -> str:
     return "; ".join(PERMANENT_429[code] for code in codes if code in PERMANENT_429)
 
 
-def error(response: httpx.Response, where: str, redact: Redact) -> CloudflareError:
-    """The :class:`CloudflareError` of a refused call, its text redacted."""
+def error(
+    response: httpx.Response, where: str, redact: Redact, *, send: bool = False
+) -> CloudflareError:
+    """The :class:`CloudflareError` of a refused call, its text redacted; a
+    :class:`CloudflareRefusedError` for a ``send`` refused for its content."""
     message = redact(f"{where}: {describe(response)}")
     pairs = [(code, redact(text)) for code, text in error_pairs(response)]
-    return CloudflareError(message, status=response.status_code, errors=pairs)
+    refused = send and response.status_code in REFUSED_STATUSES
+    kind = CloudflareRefusedError if refused else CloudflareError
+    return kind(message, status=response.status_code, errors=pairs)
 
 
 def result(response: httpx.Response, where: str, redact: Redact) -> Any:

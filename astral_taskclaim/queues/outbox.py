@@ -41,20 +41,64 @@ def claim_statement(queue: str) -> ClaimStatement:
     )
 
 
-def insert(database: str, queue: str, encoded: Sequence[bytes]) -> None:
+def insert(
+    database: str, queue: str, encoded: Sequence[bytes], *, delay_seconds: float = 0
+) -> None:
     """Writes ``encoded`` bodies to the outbox of ``queue``, in order, in
-    the caller's transaction on ``database`` if there is one."""
+    the caller's transaction on ``database`` if there is one; the relay
+    sends them once ``delay_seconds`` have passed."""
     if encoded:
         bodies = [data.decode("utf-8") for data in encoded]
-        statements.run(database, "outbox/send.sql", {"queue": queue, "bodies": bodies})
+        params = {"queue": queue, "bodies": bodies, "delay": float(delay_seconds)}
+        statements.run(database, "outbox/send.sql", params)
 
 
-def take(database: str, queue: str, limit: int) -> list[tuple[int, bytes]]:
-    """Up to ``limit`` of the oldest rows of ``queue``'s outbox as ``(id,
-    body)``, locked until the caller's transaction ends; rows another relay
-    holds are skipped."""
+@dataclass(frozen=True)
+class Row:
+    """An outbox row the relay took: its id, body and failed sends so far."""
+
+    id: int
+    body: bytes
+    attempts: int
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed send of row ``id``: ``error``, the reason kept on the row;
+    ``dead``: set aside for good; ``delay``: seconds the row then waits
+    (``None``: it keeps its place)."""
+
+    id: int
+    error: str
+    dead: bool = False
+    delay: float | None = None
+
+
+def take(database: str, queue: str, limit: int) -> list[Row]:
+    """Up to ``limit`` of the due rows of ``queue``'s outbox (not set aside,
+    not waiting), earliest first, locked until the caller's transaction
+    ends; rows another relay holds are skipped."""
     rows = statements.run(database, "outbox/take.sql", {"queue": queue, "limit": limit})
-    return [(id_, body.encode("utf-8")) for id_, body in rows]
+    return [Row(id_, body.encode("utf-8"), attempts) for id_, body, attempts in rows]
+
+
+def record_failures(database: str, failures: Sequence[Failure]) -> None:
+    """Counts a failed send on each row of ``failures`` and keeps its error;
+    sets the dead ones aside, delays the others by their ``delay``."""
+    if failures:
+        params = {
+            "ids": [failure.id for failure in failures],
+            "errors": [failure.error for failure in failures],
+            "dead": [failure.dead for failure in failures],
+            "delays": [failure.delay for failure in failures],
+        }
+        statements.run(database, "outbox/failed.sql", params)
+
+
+def retry(database: str, ids: Sequence[int]) -> int:
+    """Makes rows ``ids`` that were set aside (or wait out a backoff) due
+    now; how many were."""
+    return statements.Connector(database).execute("outbox/retry.sql", {"ids": list(ids)})
 
 
 def delete(database: str, ids: Sequence[int]) -> None:
@@ -91,17 +135,20 @@ def outbox_aliases() -> list[str]:
 
 @dataclass(frozen=True)
 class OutboxStatus:
-    """One queue's outbox: rows waiting for the relay and the oldest's age.
+    """One queue's outbox: rows waiting for the relay, the oldest's age, and
+    the rows set aside (the service refused them for good).
 
     ``depth`` is exact when ``depth_exact``; otherwise there are more rows
     than ``depth`` (:data:`DEPTH_BOUND`). ``oldest_seconds`` is ``None``
-    for an empty outbox.
+    for an empty outbox. ``dead`` counts the rows set aside, up to the
+    same bound.
     """
 
     queue: str
     depth: int
     depth_exact: bool
     oldest_seconds: float | None
+    dead: int = 0
 
 
 def outbox_status(
@@ -110,7 +157,8 @@ def outbox_status(
     """The status of the outbox of each of ``queues`` (default: every queue
     configured with an outbox), by alias, in one statement on the claims
     database (or ``using``). A growing depth or an old oldest row means no
-    relay runs, or the service refuses the relay's sends."""
+    relay runs, or the service refuses the relay's sends; rows set aside
+    wait for the admin's retry or delete."""
     names = sorted(outbox_aliases() if queues is None else set(queues))
     if not names:
         return []
@@ -122,6 +170,7 @@ def outbox_status(
             depth=min(depth, DEPTH_BOUND),
             depth_exact=depth <= DEPTH_BOUND,
             oldest_seconds=None if oldest is None else max(float(oldest), 0.0),
+            dead=min(dead, DEPTH_BOUND),
         )
-        for name, depth, oldest in statements.run(alias, "outbox/status.sql", params)
+        for name, depth, oldest, dead in statements.run(alias, "outbox/status.sql", params)
     ]

@@ -8,15 +8,42 @@ are checked as every backend's, against their ``option_spec`` (see
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.redaction import redact
 from astral_taskclaim.queues import options as opts
 from astral_taskclaim.queues import outbox
-from astral_taskclaim.queues.base import BaseQueue, ClaimStatement
+from astral_taskclaim.queues.base import BaseQueue, ClaimStatement, PartlySentError, QueueError
 from astral_taskclaim.queues.options import Problem, Secret
+
+
+class RequestRefusedError(QueueError):
+    """The service refused a whole send request for what its bodies hold
+    (one too big for the queue, one it cannot read), not for a passing
+    condition: the same bodies would be refused again. It does not say
+    which body is at fault; nothing of the request was sent."""
+
+
+class EntriesRefusedError(PartlySentError):
+    """The service took a batch request but refused some of its entries,
+    each with its reason: ``refused`` maps the positions of those refused
+    for good (the sender's fault) to the reason, ``failed`` those refused
+    for a passing fault on the service's side. ``unsent`` holds both, and
+    the bodies of requests not made after it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        unsent: Sequence[int],
+        refused: Mapping[int, str],
+        failed: Mapping[int, str],
+    ) -> None:
+        super().__init__(message, unsent=unsent)
+        self.refused = dict(refused)
+        self.failed = dict(failed)
 
 
 def chunks(
@@ -58,6 +85,8 @@ class RemoteQueue(BaseQueue):
         if self.outbox:
             self.transactional = True
             self.database = app_settings.DATABASE
+            # The relay holds a row back as long as asked, past the service's limit.
+            self.max_send_delay_seconds = self.max_delay_seconds
 
     def claim_statement(self, alias: str) -> ClaimStatement | None:
         """With an outbox in database ``alias``, the statements writing
@@ -68,17 +97,15 @@ class RemoteQueue(BaseQueue):
 
     def send(self, body: Any, *, delay_seconds: float = 0) -> None:
         """Sends ``body`` after ``delay_seconds``; with an outbox, writes it
-        to the outbox in the caller's transaction (the relay sends it, so
-        it cannot be delayed: ``delay_seconds`` must be 0)."""
+        to the outbox in the caller's transaction, and the relay sends it
+        once the delay has passed."""
         if not self.outbox:
             self.deliver_one(body, delay_seconds=delay_seconds)
             return
-        if opts.delay_seconds(delay_seconds, self.max_delay_seconds):
-            raise ValueError(
-                f"queue {self.alias!r}: the outbox's relay sends at once; delay_seconds must "
-                f"be 0, got {delay_seconds}"
-            )
-        self.send_many([body])
+        delay = opts.delay_seconds(delay_seconds, self.max_delay_seconds)
+        encoded = self.encode(body)
+        self.ensure_configured()
+        outbox.insert(self.database, self.alias, [encoded], delay_seconds=delay)
 
     def send_many(self, bodies: Sequence[Any]) -> None:
         """Sends at most :attr:`max_batch_size` ``bodies``, every one
@@ -101,7 +128,9 @@ class RemoteQueue(BaseQueue):
         """Sends bodies :meth:`encode` produced to the service now, in as
         few requests as its limits allow, in order. When a request fails
         after others went through, :class:`~.base.PartlySentError` names
-        the bodies not sent; any other error means none was."""
+        the bodies not sent (:class:`EntriesRefusedError`, with the
+        service's reason for each); any other error means none was
+        (:class:`RequestRefusedError`: and never will be, as they are)."""
 
     def check_options(self, config: dict[str, Any]) -> list[Problem]:
         """E015 for an outbox the claims database cannot hold."""

@@ -109,6 +109,7 @@ class SQSQueue(RemoteQueue):
 
     max_batch_size = 10
     max_body_bytes = 256 * 1024
+    max_send_delay_seconds = MAX_SEND_DELAY_SECONDS
 
     option_spec = OPTIONS
     _client: SQSClient | None

@@ -13,7 +13,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from astral_taskclaim.core.redaction import redacting_filter
-from astral_taskclaim.queues.base import PartlySentError, QueueError, ReceivedMessage
+from astral_taskclaim.queues.base import QueueError, ReceivedMessage
+from astral_taskclaim.queues.remote import EntriesRefusedError, RequestRefusedError
 
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
@@ -21,6 +22,11 @@ logger.addFilter(redacting_filter)
 # Characters SQS refuses in a body; they can only occur inside JSON strings,
 # where a \\u escape denotes the same text.
 _NOT_ALLOWED = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+#: Error codes of a send that SQS refused for what the bodies hold (one over
+#: the queue's MaximumMessageSize, say): sent again, they are refused again.
+REFUSED_SEND_CODES = frozenset(
+    {"InvalidParameterValue", "InvalidMessageContents", "BatchRequestTooLong"}
+)
 
 
 def sqs_text(data: bytes) -> str:
@@ -37,13 +43,17 @@ def call_sqs(
 ) -> Any:
     """``call(**kwargs)``, the boto3 method of SQS ``operation``; its errors
     raised as :class:`QueueError` naming ``label`` and the operation,
-    passed through ``redact``."""
+    passed through ``redact``; a send refused for what it holds as
+    :class:`RequestRefusedError`."""
     try:
         return call(**kwargs)
     except ClientError as error:
         details = error.response.get("Error", {})
         code, message = unwrap(str(details.get("Code", "")), str(details.get("Message", "")))
-        raise QueueError(redact(f"{label}: {operation}: {code}: {message}")) from error
+        # JSON-protocol codes may come prefixed: AWS.SimpleQueueService.<code>.
+        refused = operation.startswith("Send") and code.rsplit(".")[-1] in REFUSED_SEND_CODES
+        kind = RequestRefusedError if refused else QueueError
+        raise kind(redact(f"{label}: {operation}: {code}: {message}")) from error
     except BotoCoreError as error:
         raise QueueError(redact(f"{label}: {operation}: {error}")) from error
 
@@ -92,14 +102,19 @@ def decode_message(alias: str, item: dict[str, Any], received_at: float) -> Rece
 
 
 def raise_partly_sent(alias: str, response: dict[str, Any], *, later: range) -> None:
-    """:class:`PartlySentError` for the entries of a ``SendMessageBatch``
-    that SQS refused, and the bodies of ``later`` calls not made."""
-    refused = response.get("Failed", [])
-    if refused:
-        reasons = "; ".join(f"{e.get('Id')}: {e.get('Code')}: {e.get('Message')}" for e in refused)
-        raise PartlySentError(
-            f"SQS queue {alias!r}: SendMessageBatch refused {reasons}",
-            unsent=sorted({int(entry["Id"]) for entry in refused} | set(later)),
+    """:class:`EntriesRefusedError` for the entries of a ``SendMessageBatch``
+    that SQS refused (for good when ``SenderFault``), and the bodies of
+    ``later`` calls not made."""
+    entries = response.get("Failed", [])
+    if entries:
+        reasons = {int(e["Id"]): f"{e.get('Code')}: {e.get('Message')}" for e in entries}
+        for_good = {int(e["Id"]) for e in entries if e.get("SenderFault")}
+        listed = "; ".join(f"{position}: {reason}" for position, reason in reasons.items())
+        raise EntriesRefusedError(
+            f"SQS queue {alias!r}: SendMessageBatch refused {listed}",
+            unsent=sorted(set(reasons) | set(later)),
+            refused={p: reason for p, reason in reasons.items() if p in for_good},
+            failed={p: reason for p, reason in reasons.items() if p not in for_good},
         )
 
 

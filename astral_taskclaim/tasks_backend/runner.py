@@ -86,7 +86,7 @@ class TaskRunner(ClaimedTask[Any]):
         if wait <= 1:
             return False
         sender = queues[queue]
-        sender.send(message.body, delay_seconds=min(wait, sender.max_delay_seconds))
+        sender.send(message.body, delay_seconds=min(wait, sender.max_send_delay_seconds))
         message.ack()
         logger.info(
             "%s: run %s is due at %s; sent again",

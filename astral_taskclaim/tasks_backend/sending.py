@@ -142,7 +142,8 @@ class RecordingSender:
         self.request.token = body["claim"]
         rows = self.run_statement("tasks/record.sql", self.request.row_params())
         self.enqueued_at = rows[0][0]
-        delay = min(self.request.delay_seconds(), self.queue.max_delay_seconds)
+        # A run further out is delivered early and sent again until due.
+        delay = min(self.request.delay_seconds(), self.queue.max_send_delay_seconds)
         try:
             self.queue.send(body, delay_seconds=delay)
         except Exception:

@@ -58,7 +58,6 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 from astral_taskclaim.claims.status import claim_counts, queue_status
 from astral_taskclaim.core.conf import app_settings
-from astral_taskclaim.queues import QueueError
 
 if TYPE_CHECKING:
     from astral_taskclaim.worker.loop import TaskRun, Worker
@@ -127,12 +126,11 @@ class QueueCollector(Collector):
             labels=["queue"],
         )
         for name in self.queues:
-            try:
-                found = queue_status(name)
-            except (DatabaseError, QueueError) as error:
+            found = queue_status(name)
+            if found["error"] is not None:
                 logger.warning(
                     "metrics: queue %s: %s",
-                    *(name, error),
+                    *(name, found["error"]),
                     extra={"event": "metrics.queue_failed", "queue": name},
                 )
                 continue
@@ -181,8 +179,9 @@ def worker_registry(worker: Worker) -> tuple[CollectorRegistry, RunDurations]:
     return registry, RunDurations(registry)
 
 
-def serve(registry: CollectorRegistry, port: int, address: str = "0.0.0.0") -> Any:  # noqa: S104
-    """Serves ``registry`` on ``http://address:port/metrics`` from a daemon thread."""
+def serve(registry: CollectorRegistry, port: int, address: str = "127.0.0.1") -> Any:
+    """Serves ``registry`` on ``http://address:port/metrics`` from a daemon
+    thread; on the loopback interface unless another ``address`` is given."""
     return start_http_server(port, addr=address, registry=registry)
 
 

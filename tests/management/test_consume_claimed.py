@@ -124,3 +124,21 @@ def test_verbosity_1_prints_no_line_per_run(jobs: PostgresQueue) -> None:
     enqueue_claimed(jobs, "k", 1, window_seconds=60)
     out, _ = consume("jobs", "--burst", "--wait", "0")
     assert " attempt " not in out
+
+
+@pytest.mark.usefixtures("jobs_task")
+@pytest.mark.parametrize(
+    ("args", "address"), [([], "127.0.0.1"), (["--metrics-address", "0.0.0.0"], "0.0.0.0")]
+)
+def test_metrics_listen_on_loopback_unless_told_otherwise(
+    jobs: PostgresQueue, monkeypatch: pytest.MonkeyPatch, args: list[str], address: str
+) -> None:
+    servers: list[Any] = []
+
+    def start(port: int, addr: str, registry: Any) -> Any:
+        servers.append((port, addr))
+        return None
+
+    monkeypatch.setattr("astral_taskclaim.worker.metrics.start_http_server", start)
+    consume("jobs", "--burst", "--wait", "0", "--metrics-port", "9464", *args)
+    assert servers == [(9464, address)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -12,11 +13,13 @@ from django.db import connection
 from django.test import override_settings
 
 from astral_taskclaim.claims.claim import enqueue_claimed
+from astral_taskclaim.queues import create_queue
 from astral_taskclaim.queues.base import BaseQueue
 from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.admin.data import add_run
 from tests.claimkit import insert_claim
+from tests.queues.servers import MotoSQS
 
 
 class Opaque(MemoryQueue):
@@ -127,3 +130,59 @@ def test_recent_failures_of_both_kinds_are_listed_newest_first() -> None:
 
 def test_no_recent_failures_says_so() -> None:
     assert "recent failures (last day): none" in status().splitlines()
+
+
+def sqs(moto_sqs: MotoSQS, url: str, **options: Any) -> dict[str, Any]:
+    backend = "astral_taskclaim.queues.sqs.SQSQueue"
+    return {"BACKEND": backend, "OPTIONS": moto_sqs.options(url, **options)}
+
+
+@pytest.fixture
+def queues_out_of_reach(moto_sqs: MotoSQS, empty_claims: None) -> Iterator[None]:
+    """A PostgreSQL queue with a message, an SQS queue whose server refuses
+    connections, one whose URL SQS does not know, and an outbox queue."""
+    url = moto_sqs.create_queue()
+    config = {
+        "local": {"BACKEND": "astral_taskclaim.queues.postgres.PostgresQueue"},
+        "down": sqs(moto_sqs, url, endpoint_url="http://127.0.0.1:9"),
+        "gone": sqs(moto_sqs, url.rsplit("/", 1)[0] + "/no-such-queue"),
+        "boxed": sqs(moto_sqs, url, endpoint_url="http://127.0.0.1:9", outbox=True),
+    }
+    with override_settings(TASKCLAIM_QUEUES=config):
+        enqueue_claimed(create_queue("boxed"), "waiting", 1, window_seconds=60)
+        yield
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM taskclaim.outbox WHERE queue = 'boxed'")
+
+
+@pytest.mark.usefixtures("queues_out_of_reach")
+def test_json_keeps_every_field_of_a_queue_out_of_reach() -> None:
+    found = json.loads(status("--json"))
+    assert found["claims"]["active"] == 1
+    fields = {"backend", "ready", "delayed", "leased", "oldest_age_seconds", "details", "error"}
+    for name in ("down", "gone", "boxed"):
+        queue = found["queues"][name]
+        assert set(queue) == fields
+        assert queue["backend"] == "SQSQueue"
+        assert (queue["ready"], queue["delayed"], queue["leased"]) == (None, None, None)
+        assert "GetQueueAttributes" in queue["error"]
+    assert "NonExistentQueue" in found["queues"]["gone"]["error"]
+    assert found["queues"]["local"]["error"] is None
+    assert found["outboxes"]["boxed"]["depth"] == 1
+    assert found["outboxes"]["boxed"]["dead"] == 0
+
+
+@pytest.mark.usefixtures("queues_out_of_reach")
+def test_text_prints_every_section_and_each_queues_error() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    call_command("taskclaim_status", stdout=out, stderr=err)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "claims in default: 1 active, 0 expired"
+    rows = {line.split()[0]: line.split()[1:] for line in lines[2:6]}
+    assert rows["down"] == ["SQSQueue", "?", "?", "?", "?"]
+    assert rows["gone"] == ["SQSQueue", "?", "?", "?", "?"]
+    assert "outbox of boxed: 1 rows waiting for the relay" in out.getvalue()
+    problems = err.getvalue()
+    assert "down: " in problems
+    assert "gone: " in problems
+    assert "NonExistentQueue" in problems

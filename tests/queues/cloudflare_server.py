@@ -25,7 +25,9 @@ the service refuses:
   ``Retry-After``. The budget is per queue here, so tests sharing the server
   do not share it; :meth:`ServerQueue` ``send_limit`` changes it;
 - leases: a pulled message is invisible until acked, retried or its
-  visibility timeout passes; ``attempts`` counts deliveries. A message is
+  visibility timeout passes; ``attempts`` counts deliveries. The ack
+  reply's ``ackCount`` and ``retryCount`` count the leases applied; late
+  or unknown lease ids are no-ops, with a warning. A message is
   delivered again while ``attempts <= max_retries`` (Cloudflare's default
   of 3 allows four deliveries); after that it moves to the queue's dead
   letter queue, or is deleted when there is none;
@@ -278,15 +280,21 @@ class CloudflareQueuesServer:
             raise ApiError(400, 10207, "acks and retries must be arrays")
         delays = [delay_of(entry.get("delay_seconds", queue.retry_delay)) for entry in retries]
         now = time.monotonic()
+        acked = retried = 0
         for entry in acks:
             message = self._leased(queue, entry.get("lease_id"))
             if message is not None:
                 del queue.messages[message.id]
+                acked += 1
         for entry, delay in zip(retries, delays, strict=True):
             message = self._leased(queue, entry.get("lease_id"))
             if message is not None:
                 self._failed(queue, message, now, delay)
-        return {"ackCount": len(acks), "retryCount": len(retries), "warnings": []}
+                retried += 1
+        # Counted are the leases applied; a late or unknown one only warns.
+        missed = len(acks) + len(retries) - acked - retried
+        warnings = [f"{missed} lease ids were not found or had expired"] if missed else []
+        return {"ackCount": acked, "retryCount": retried, "warnings": warnings}
 
     def _leased(self, queue: ServerQueue, lease_id: Any) -> StoredMessage | None:
         # Cloudflare accepts late and repeated lease ids: unknown ones are no-ops.

@@ -342,3 +342,20 @@ def test_settling_a_message_from_another_backend_is_refused(
     with pytest.raises(ValueError, match="'7' was not received from a CloudflareQueue"):
         queue.settle([foreign])
     assert calls(cloudflare_server, options["queue_id"], "/ack") == 0
+
+
+def test_an_ack_reply_counting_fewer_than_sent_is_logged(
+    cloudflare_options: Options, caplog: Any
+) -> None:
+    queue = CloudflareQueue("cf", options=cloudflare_options())
+    queue.send_many([{"n": 1}, {"n": 2}])
+    first, second = queue.receive(max_messages=2).messages
+    first.ack()
+    queue.settle([first])
+    second.ack()
+    with caplog.at_level(logging.WARNING, logger="astral_taskclaim"):
+        # The first lease was used already: Cloudflare counts 1 ack of 2.
+        queue.settle([first, second])
+    [short] = [r for r in caplog.records if getattr(r, "event", "") == "queue.settle_short"]
+    assert (short.acks, short.ack_count, short.retries, short.retry_count) == (2, 1, 0, 0)
+    assert "lease ids were not found" in short.getMessage()

@@ -99,8 +99,8 @@ def test_a_body_the_service_would_refuse_raises_before_anything_is_written(
     queue = create_queue(cloudflare_outbox.alias)
     with pytest.raises(ValueError, match="over the 127900-byte limit"):
         enqueue_claimed_many(queue, [("a", 1), ("b", "x" * 128_000)], window_seconds=60)
-    with pytest.raises(ValueError, match="delay_seconds must be 0"):
-        queue.send({"n": 1}, delay_seconds=5)
+    with pytest.raises(ValueError, match=r"delay_seconds must be in \[0, 43200\]"):
+        queue.send({"n": 1}, delay_seconds=50_000)
     assert cloudflare_outbox.rows() == []
     assert claims() == {}
 
@@ -213,6 +213,15 @@ def test_the_admin_overview_shows_each_outbox(
     table = html[html.index('id="taskclaim-outbox-counts"') :].split("</table>")[0]
     assert f'<th scope="row">{cloudflare_outbox.alias}</th>' in table
     assert '<td class="taskclaim-number">2</td>' in table
+    # A row set aside is counted and linked to the admin's list of them.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE taskclaim.outbox SET dead_at = now() WHERE body LIKE %s", ['%"key":"a"%']
+        )
+    html = admin_client.get(reverse("admin:astral_taskclaim_overview")).content.decode()
+    table = html[html.index('id="taskclaim-outbox-counts"') :].split("</table>")[0]
+    assert '<td class="taskclaim-number">1</td>' in table
+    assert 'state=dead">1</a>' in table
 
 
 def test_the_status_command_shows_each_outbox_depth_and_oldest_row(

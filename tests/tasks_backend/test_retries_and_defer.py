@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -145,3 +146,83 @@ def test_a_typescript_senders_message_defaults_to_priority_zero() -> None:
         cursor.execute("SELECT priority, last_error FROM taskclaim.message WHERE queue = 'x'")
         assert cursor.fetchall() == [(0, None)]
         cursor.execute("DELETE FROM taskclaim.message WHERE queue = 'x'")
+
+
+def sqs_backend(moto_sqs: Any, url: str, **options: Any) -> dict[str, Any]:
+    """Settings with the default Django Tasks backend on an SQS queue ``sqs``."""
+    queues = {"default": {"BACKEND": "astral_taskclaim.queues.postgres.PostgresQueue"}}
+    queues["sqs"] = {
+        "BACKEND": "astral_taskclaim.queues.sqs.SQSQueue",
+        "OPTIONS": moto_sqs.options(url, wait_time_seconds=0, **options),
+    }
+    tasks = {"default": {"BACKEND": "astral_taskclaim.tasks_backend.ClaimTaskBackend"}}
+    tasks["default"]["OPTIONS"] = {"queue": "sqs"}
+    return {"TASKCLAIM_QUEUES": queues, "TASKS": tasks}
+
+
+def sqs_counts(moto_sqs: Any, url: str) -> tuple[int, int]:
+    """Visible and delayed messages of the SQS queue at ``url``."""
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"]
+    found = moto_sqs.client().get_queue_attributes(QueueUrl=url, AttributeNames=names)
+    visible, delayed = (int(found["Attributes"][name]) for name in names)
+    return visible, delayed
+
+
+def test_sqs_carries_a_run_due_in_an_hour_in_hops_of_900_seconds(moto_sqs: Any) -> None:
+    from astral_taskclaim.worker.loop import Worker
+
+    url = moto_sqs.create_queue()
+    with override_settings(**sqs_backend(moto_sqs, url)):
+        run_after = timezone.now() + timedelta(hours=1)
+        result = jobs.add.using(run_after=run_after).enqueue(1, 2)
+        # Sent with SQS's longest DelaySeconds for a new message.
+        assert sqs_counts(moto_sqs, url) == (0, 1)
+        # Delivered early, as after 900 s: sent again for at most 900 s, acked, not run.
+        early = {"key": result.id, "claim": result.id, "windowSeconds": 3601.0}
+        early["task"] = {"taskPath": jobs.add.module_path, "args": [1, 2], "kwargs": {}}
+        early["task"]["runAfter"] = run_after.isoformat()
+        moto_sqs.client().purge_queue(QueueUrl=url)
+        moto_sqs.client().send_message(QueueUrl=url, MessageBody=json.dumps(early))
+        stats = Worker("sqs", wait=0, burst=True).run()
+        assert stats.received == 1
+        assert jobs.calls == []
+        assert sqs_counts(moto_sqs, url) == (0, 1)
+        assert jobs.add.get_result(result.id).status == TaskResultStatus.READY
+
+
+def test_an_outbox_queue_holds_a_deferred_run_until_due(moto_sqs: Any) -> None:
+    from astral_taskclaim.worker.relay import Relay
+
+    url = moto_sqs.create_queue()
+    with override_settings(**sqs_backend(moto_sqs, url, outbox=True)):
+        run_after = timezone.now() + timedelta(hours=2)
+        jobs.add.using(run_after=run_after).enqueue(1, 2)
+        assert Relay("sqs", burst=True).run().sent == 0
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT available_at FROM taskclaim.outbox WHERE queue = 'sqs'")
+            [(available_at,)] = cursor.fetchall()
+            assert abs((available_at - run_after).total_seconds()) < 5
+            cursor.execute("UPDATE taskclaim.outbox SET available_at = statement_timestamp()")
+        assert Relay("sqs", burst=True).run().sent == 1
+        assert sqs_counts(moto_sqs, url) == (1, 0)
+
+
+def test_a_run_whose_outbox_row_is_refused_for_good_fails_with_the_reason(
+    moto_sqs: Any,
+) -> None:
+    from astral_taskclaim.worker.relay import Relay
+
+    url = moto_sqs.create_queue(MaximumMessageSize="1024")
+    with override_settings(**sqs_backend(moto_sqs, url, outbox=True)):
+        refused = jobs.add.enqueue("x" * 2000, "y")
+        fine = jobs.add.enqueue(1, 2)
+        stats = Relay("sqs", burst=True).run()
+        assert (stats.sent, stats.set_aside) == (1, 1)
+        result = jobs.add.get_result(refused.id)
+        assert result.status == TaskResultStatus.FAILED
+        [error] = result.errors
+        assert error.exception_class_path == "astral_taskclaim.queues.remote.RequestRefusedError"
+        assert "Message must be shorter than 1024 bytes" in error.traceback
+        assert jobs.add.get_result(fine.id).status == TaskResultStatus.READY
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM taskclaim.outbox WHERE queue = 'sqs'")

@@ -47,6 +47,12 @@ class Command(QueueLoopCommand[Worker]):
             help="Serve Prometheus metrics on this port at /metrics (needs the "
             "'prometheus' extra).",
         )
+        parser.add_argument(
+            "--metrics-address",
+            default="127.0.0.1",
+            help="The address --metrics-port listens on (default 127.0.0.1, this machine "
+            "only; 0.0.0.0 or :: for every interface).",
+        )
 
     def make(self, queue: str, options: dict[str, Any]) -> Worker:
         return Worker(
@@ -62,7 +68,7 @@ class Command(QueueLoopCommand[Worker]):
     def prepare(self, loop: Worker, options: dict[str, Any]) -> None:
         _ensure_migrated(loop)
         if options["metrics_port"] is not None:
-            _serve_metrics(loop, options["metrics_port"])
+            _serve_metrics(loop, options["metrics_port"], options["metrics_address"])
 
     def run_loop(self, loop: Worker, options: dict[str, Any]) -> None:
         try:
@@ -92,7 +98,7 @@ def _ensure_migrated(worker: Worker) -> None:
         pass
 
 
-def _serve_metrics(worker: Worker, port: int) -> None:
+def _serve_metrics(worker: Worker, port: int, address: str) -> None:
     try:  # metrics needs prometheus_client, an optional extra: imported on demand
         from astral_taskclaim.worker.metrics import serve, worker_registry
     except ImportError as error:
@@ -107,9 +113,9 @@ def _serve_metrics(worker: Worker, port: int) -> None:
 
     worker.on_run = both
     try:
-        serve(registry, port)
+        serve(registry, port, address)
     except OSError as error:
-        raise CommandError(f"--metrics-port {port}: {error}") from error
+        raise CommandError(f"--metrics-port {port} on {address}: {error}") from error
 
 
 def burst_report(worker: Worker) -> str:

@@ -36,7 +36,9 @@ class Command(QueueLoopCommand[Relay]):
             f"(default {MAX_BACKOFF:g}; the first wait is {FIRST_BACKOFF:g}).",
         )
         parser.add_argument(
-            "--burst", action="store_true", help="Send what the outbox holds, then exit 0."
+            "--burst",
+            action="store_true",
+            help="Send the rows due, then exit 0 (deferred and backing-off rows stay).",
         )
 
     def make(self, queue: str, options: dict[str, Any]) -> Relay:
@@ -52,7 +54,8 @@ class Command(QueueLoopCommand[Relay]):
         if options["verbosity"] >= 1:
             self.stdout.write(
                 f"{loop.queue}: {stats.sent} sent in {stats.batches} batches, "
-                f"{stats.send_failures} failed sends, {stats.database_errors} database errors"
+                f"{stats.send_failures} failed sends, {stats.database_errors} database errors, "
+                f"{stats.set_aside} set aside"
             )
 
 

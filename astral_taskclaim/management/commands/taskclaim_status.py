@@ -23,8 +23,10 @@ def _cell(value: Any) -> str:
 class Command(AppCommand):
     help = (
         "Shows per queue the messages ready, delayed and leased and the oldest one's age, "
-        "the claims active and expired, rows waiting in outboxes, and the latest runs that "
-        "gave up in the last day. '?' marks what a backend does not expose."
+        "the claims active and expired, rows waiting in outboxes (and those set aside, "
+        "refused by the service), and the latest runs that gave up in the last day. '?' "
+        "marks what a backend does not expose or could not tell; a queue that could not be "
+        "asked shows its error on stderr."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -43,7 +45,8 @@ class Command(AppCommand):
         rows = [("queue", "backend", "ready", "delayed", "leased", "oldest (s)")]
         problems = []
         for name, queue in found["queues"].items():
-            rows.append((name, queue["backend"], *(_cell(queue[c]) for c in COLUMNS)))
+            backend = queue["backend"] or "?"
+            rows.append((name, backend, *(_cell(queue.get(c)) for c in COLUMNS)))
             if queue["error"]:
                 problems.append(f"{name}: {queue['error']}")
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -53,7 +56,7 @@ class Command(AppCommand):
             depth = f"{outbox['depth']}{'' if outbox['depth_exact'] else '+'}"
             self.stdout.write(
                 f"outbox of {name}: {depth} rows waiting for the relay, oldest "
-                f"{_cell(outbox['oldest_seconds'])} s"
+                f"{_cell(outbox['oldest_seconds'])} s, {outbox['dead']} set aside"
             )
         self._failures(found["recent_failures"])
         for problem in problems:
