@@ -3,7 +3,8 @@
 :class:`Claim` (``taskclaim.claim``) is defined here; the PostgreSQL queue's
 :class:`QueueMessage` (``taskclaim.message``) lives with that queue and the
 tasks backend's :class:`StoredTaskResult` (``taskclaim.task_result``) with
-the backend. Importing them here is what registers them with Django under
+the backend, the schedules' :class:`ScheduleRecord` (``taskclaim.schedule``)
+with them. Importing them here is what registers them with Django under
 the ``astral_taskclaim`` label.
 """
 
@@ -17,9 +18,17 @@ from django.utils.translation import gettext_lazy as _
 from astral_taskclaim.db.sql_owned import SqlOwnedModel
 from astral_taskclaim.fields import LoadableDateTimeField
 from astral_taskclaim.queues.postgres.models import QueueMessage, QueueMessageQuerySet
+from astral_taskclaim.schedules.models import ScheduleRecord
 from astral_taskclaim.tasks_backend.models import StoredTaskResult
 
-__all__ = ["Claim", "ClaimQuerySet", "QueueMessage", "QueueMessageQuerySet", "StoredTaskResult"]
+__all__ = [
+    "Claim",
+    "ClaimQuerySet",
+    "QueueMessage",
+    "QueueMessageQuerySet",
+    "ScheduleRecord",
+    "StoredTaskResult",
+]
 
 
 class ClaimQuerySet(models.QuerySet["Claim"]):

@@ -2,7 +2,8 @@
 
 One ``ModelAdmin`` per table: claims (:mod:`.claims`, with the overview and
 "delete expired claims" pages of :mod:`.views`), the PostgreSQL queue's
-messages (:mod:`.messages`) and stored task results (:mod:`.results`).
+messages (:mod:`.messages`), stored task results (:mod:`.results`) and
+schedules (:mod:`.schedules`).
 :mod:`.queries` and :mod:`.times` hold what they share: estimated counts,
 key search and how times are shown.
 """
@@ -14,10 +15,18 @@ from django.contrib import admin
 from astral_taskclaim.admin.claims import ClaimAdmin, ClaimStateFilter
 from astral_taskclaim.admin.messages import QueueMessageAdmin
 from astral_taskclaim.admin.results import TaskResultAdmin
-from astral_taskclaim.models import Claim, QueueMessage, StoredTaskResult
+from astral_taskclaim.admin.schedules import ScheduleAdmin
+from astral_taskclaim.models import Claim, QueueMessage, ScheduleRecord, StoredTaskResult
 
-__all__ = ["ClaimAdmin", "ClaimStateFilter", "QueueMessageAdmin", "TaskResultAdmin"]
+__all__ = [
+    "ClaimAdmin",
+    "ClaimStateFilter",
+    "QueueMessageAdmin",
+    "ScheduleAdmin",
+    "TaskResultAdmin",
+]
 
 admin.site.register(Claim, ClaimAdmin)
 admin.site.register(QueueMessage, QueueMessageAdmin)
 admin.site.register(StoredTaskResult, TaskResultAdmin)
+admin.site.register(ScheduleRecord, ScheduleAdmin)

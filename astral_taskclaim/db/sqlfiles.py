@@ -41,6 +41,7 @@ HOMES = {
     "tasks": "tasks_backend/sql",
     "admin": "admin/sql",
     "outbox": "queues/sql",
+    "schedule": "schedules/sql",
 }
 
 

@@ -9,6 +9,7 @@ from django.core.management.base import CommandParser
 
 from astral_taskclaim.claims.status import collect
 from astral_taskclaim.management.base import AppCommand
+from astral_taskclaim.schedules.overview import overview
 
 COLUMNS = ("ready", "delayed", "leased", "oldest_age_seconds")
 
@@ -23,14 +24,14 @@ class Command(AppCommand):
     help = (
         "Shows per queue the messages ready, delayed and leased and the oldest one's age, "
         "the claims active and expired, and rows waiting in outboxes. '?' marks what a "
-        "backend does not expose."
+        "backend does not expose; then each schedule's last and next slot."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", help="One JSON object, for scripts.")
 
     def run(self, options: dict[str, Any]) -> None:
-        found = collect()
+        found = {**collect(), "schedules": overview()}
         if options["json"]:
             self.stdout.write(json.dumps(found, indent=2, sort_keys=True))
             return
@@ -53,6 +54,13 @@ class Command(AppCommand):
             self.stdout.write(
                 f"outbox of {name}: {depth} rows waiting for the relay, oldest "
                 f"{_cell(outbox['oldest_seconds'])} s"
+            )
+        for row in found["schedules"]:
+            self.stdout.write(
+                f"schedule {row['name']}: {row['task'] or '(no longer declared)'} "
+                f"{row['expression'] or ''} {row['zone'] or ''}; last slot "
+                f"{row['last_slot'] or 'never'} ({row['outcome'] or '-'}), next "
+                f"{row['next_slot'] or '-'}"
             )
         for problem in problems:
             self.stderr.write(problem)

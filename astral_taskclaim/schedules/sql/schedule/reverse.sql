@@ -1,0 +1,2 @@
+-- Undoes schedule/schema.sql.
+DROP TABLE taskclaim.schedule;
