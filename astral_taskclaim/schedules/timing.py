@@ -122,8 +122,8 @@ class Cron(Timing):
                 slot = self._instant(walls.get_prev(datetime))
             except CroniterError:
                 return  # before the first year croniter knows
-            if slot > now or slot == newer:
-                continue  # a spring-gap time landing after now, or on the slot above
+            if slot > now or (newer is not None and slot >= newer):
+                continue  # a spring-gap time landing after now, or on a slot above
             newer = slot
             yield slot
 
