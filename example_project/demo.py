@@ -63,7 +63,6 @@ def prepare() -> list[int]:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from rooms.models import Room
-
     from rooms.tasks import REPORT_SCHEDULE
 
     from astral_taskclaim.models import Claim, QueueMessage, ScheduleRecord, StoredTaskResult

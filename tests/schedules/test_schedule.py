@@ -27,7 +27,7 @@ from astral_taskclaim.schedules import (
     schedules,
 )
 from astral_taskclaim.schedules.upkeep import cron_loaded
-from astral_taskclaim.worker import Worker
+from astral_taskclaim.worker.loop import Worker
 from tests.claimkit import insert_claim
 from tests.schedules.kit import START, Clock, claimed, message_keys, record, sched_queue, truncate
 from tests.tasks_backend import jobs
