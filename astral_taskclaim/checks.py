@@ -272,10 +272,18 @@ def pooler_messages(connection: BaseDatabaseWrapper) -> list[checks.CheckMessage
     return messages
 
 
-def _schedule_problem(schedule: Schedule) -> str | None:
+def schedule_problem(schedule: Schedule) -> str | None:
+    """Why ``schedule`` cannot work (E040's text), or ``None``."""
     problem = schedule.timing.problem
     if problem is None and schedule.kind == "claimed" and schedule.target.window_seconds is None:
         problem = "the claimed task declares no window_seconds, which each slot's enqueue needs"
+    if problem is None and schedule.kind == "django":
+        try:
+            backend = schedule.target.get_backend()
+        except Exception as error:  # the framework's own lookup error, whatever its class
+            return f"its Tasks backend cannot be loaded: {error}"
+        if not callable(getattr(backend, "queue_for", None)):
+            problem = "the Django Task's backend is not a ClaimTaskBackend"
     return problem
 
 
@@ -293,5 +301,5 @@ def check_schedules(**kwargs: Any) -> list[checks.CheckMessage]:
             id=ID.format("E040"),
         )
         for schedule in found
-        if (problem := _schedule_problem(schedule)) is not None
+        if (problem := schedule_problem(schedule)) is not None
     ]

@@ -177,7 +177,7 @@ class Scheduler:
         with transaction.atomic(using=alias):
             if claim_task(key, window_seconds=window, using=alias) is None:
                 return 0  # another worker has it
-            outcome = _send(schedule, slot) if state.joins else "sending"
+            outcome = _send(schedule, slot) if state.joins else "started"
             statements.Connector(alias).execute(
                 "schedule/record.sql", {**params, "outcome": outcome}
             )

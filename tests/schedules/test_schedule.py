@@ -198,3 +198,18 @@ def test_taskclaim_status_shows_each_schedule(sched_queue: str, declared: list[s
     assert (
         "schedule status-shown: tests.schedules.report 30 2 * * * Europe/Berlin" in out.getvalue()
     )
+
+
+def test_e040_for_a_django_task_of_another_backend() -> None:
+    from astral_taskclaim.tasks_backend.compat import FRAMEWORK
+
+    immediate = f"{FRAMEWORK}.backends.immediate.ImmediateBackend"
+    tasks = {
+        "default": {"BACKEND": "astral_taskclaim.tasks_backend.ClaimTaskBackend"},
+        "other": {"BACKEND": immediate},
+    }
+    with override_settings(TASKS=tasks):
+        schedule = Schedule("elsewhere", every(60), jobs.add.using(backend="other"), "k")
+        assert checks.schedule_problem(schedule) == (
+            "the Django Task's backend is not a ClaimTaskBackend"
+        )

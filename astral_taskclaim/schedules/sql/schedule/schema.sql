@@ -8,7 +8,8 @@ CREATE TABLE taskclaim.schedule
   name        text PRIMARY KEY CHECK (octet_length(name) BETWEEN 1 AND 1024),
   last_slot   timestamptz NOT NULL,
   enqueued_at timestamptz NOT NULL DEFAULT statement_timestamp(),
-  -- enqueued, coalesced (the task key was claimed), ran, failed.
+  -- enqueued, coalesced (the task key was claimed), ran, failed; started
+  -- while work the claim's transaction could not hold is under way.
   outcome     text NOT NULL CHECK (octet_length(outcome) BETWEEN 1 AND 64),
   slots       bigint NOT NULL DEFAULT 1
 );
