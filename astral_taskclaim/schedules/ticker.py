@@ -25,9 +25,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import connections, transaction
 
-from astral_taskclaim.claims.claim import claim_task, plan, resolve_alias
+from astral_taskclaim.claims.claim import (
+    claim_task,
+    discard_broken_connection,
+    plan,
+    resolve_alias,
+)
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, message_body
 from astral_taskclaim.core.logtext import printable
@@ -112,6 +117,9 @@ class Scheduler:
             except Exception as error:
                 state.due = now + timedelta(seconds=RETRY_SECONDS)
                 _log_failure(f"schedule {printable(state.schedule.name)}", error)
+                # A restarted server: reconnect next time, even where nothing
+                # else (a remote queue's worker, idle) would notice.
+                discard_broken_connection(connections[resolve_alias(self.using)])
         return won
 
     def _loaded(self, now: datetime) -> list[_State]:

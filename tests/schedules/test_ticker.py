@@ -11,7 +11,9 @@ import pytest
 from django.db import connections
 
 from astral_taskclaim.schedules import Schedule, Scheduler, cron, every
+from astral_taskclaim.schedules.ticker import RETRY_SECONDS
 from astral_taskclaim.tasks import ClaimedTask
+from tests.claimkit import django_pid, terminate
 from tests.schedules.kit import START, Clock, claimed, message_keys, record, sched_queue
 
 __all__ = ["sched_queue"]
@@ -148,3 +150,15 @@ def test_each_slot_enqueue_logs_one_event(
         "2026-12-01T09:00:00Z",
         "enqueued",
     )
+
+
+def test_a_terminated_connection_is_replaced_for_the_next_try(sched_queue: str) -> None:
+    clock = Clock()
+    scheduler = Scheduler(include=[per_slot(claimed())], clock=clock)
+    assert scheduler.tick() == 1
+    clock.advance(1)
+    terminate(django_pid())  # what a server restart does to an idle worker
+    assert scheduler.tick() == 0  # failed, logged
+    clock.advance(RETRY_SECONDS)
+    assert scheduler.tick() == 6  # reconnected: the slot that failed and the five since
+    assert len(message_keys(sched_queue)) == 7
