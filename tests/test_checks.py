@@ -61,7 +61,9 @@ def test_w004_when_pg_cron_is_not_loaded_and_the_workers_upkeep_is_off() -> None
     if messages:
         assert "taskclaim_delete_expired" in (messages[0].hint or "")
     # On (the default), the workers run the cleanup as a built-in schedule.
-    assert not [m for m in checks.check_server(databases=["default"]) if m.id.endswith("W004")]
+    with override_settings(TASKCLAIM_UPKEEP=True):
+        found = [m for m in checks.check_server(databases=["default"]) if m.id.endswith("W004")]
+    assert not found
 
 
 def test_e005_configured_role_missing() -> None:

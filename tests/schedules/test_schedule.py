@@ -126,6 +126,7 @@ def test_e040_names_the_task_of_a_bad_expression_or_zone(declared: list[str]) ->
     assert all(m.id == "astral_taskclaim.E040" for m in checks.check_schedules())
 
 
+@override_settings(TASKCLAIM_UPKEEP=True)
 def test_without_pg_cron_the_workers_run_the_upkeep_as_schedules() -> None:
     truncate()
     names = {s.name for s in declared_schedules()}
