@@ -34,6 +34,7 @@ GRANTS = {
     "0005_queue": "queue/grants.sql",
     "0006_task_results": "tasks/grants.sql",
     "0007_outbox": "outbox/grants.sql",
+    "0011_schedule": "schedule/grants.sql",
 }
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.db import migrations, models
 
 import astral_taskclaim.fields
-from astral_taskclaim.db.operations import RunPackageSQL
+from astral_taskclaim.db.operations import RunMigrationSQL
 
 
 class Migration(migrations.Migration):
@@ -12,9 +12,7 @@ class Migration(migrations.Migration):
 
     dependencies = [("astral_taskclaim", "0008_runs_index")]
     operations = [
-        RunPackageSQL(
-            "schedule/schema.sql", reverse="schedule/reverse.sql", grants="schedule/grants.sql"
-        ),
+        RunMigrationSQL("0011_schedule.sql", reverse="0011_schedule_reverse.sql"),
         migrations.CreateModel(
             name="ScheduleRecord",
             fields=[

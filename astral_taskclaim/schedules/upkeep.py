@@ -50,14 +50,14 @@ def builtin_schedules() -> list[Schedule]:
     return [
         Schedule(
             "taskclaim.delete_expired",
-            Cron(claim_cron.JOB_SCHEDULE),
+            Cron(claim_cron.CLAIMS_JOB.schedule),
             delete_expired_claims,
             "taskclaim.delete_expired",
             grace_seconds=_GRACE,
         ),
         Schedule(
             "taskclaim.delete_task_results",
-            Cron(retention.JOB_SCHEDULE),
+            Cron(retention.JOB.schedule),
             delete_old_results,
             "taskclaim.delete_task_results",
             grace_seconds=_GRACE,

@@ -36,8 +36,9 @@ OWNERS = {
     "taskclaim.delete_task_results(keep interval)": "tasks",
     "taskclaim.outbox": "outbox",
     "taskclaim.outbox_id_seq": "outbox",
+    "taskclaim.schedule": "schedule",
 }
-FAMILIES = ("slug", "taskclaim", "queue", "tasks", "outbox")
+FAMILIES = ("slug", "taskclaim", "queue", "tasks", "outbox", "schedule")
 SCHEMAS = ["slug", "taskclaim"]
 
 _OBJECTS = """

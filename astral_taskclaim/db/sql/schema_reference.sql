@@ -139,3 +139,17 @@ CREATE INDEX outbox_queue_id_idx ON taskclaim.outbox USING btree (queue, id);
 COMMENT ON TABLE taskclaim.outbox IS 'Messages of astral_taskclaim''s remote queues waiting for the relay.';
 
 CREATE SEQUENCE taskclaim.outbox_id_seq;
+
+-- Owned by the schedule/ SQL files.
+
+CREATE TABLE taskclaim.schedule (
+  name text NOT NULL,
+  last_slot timestamp with time zone NOT NULL,
+  enqueued_at timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+  outcome text NOT NULL,
+  slots bigint DEFAULT 1 NOT NULL
+);
+ALTER TABLE taskclaim.schedule ADD CONSTRAINT schedule_name_check CHECK (((octet_length(name) >= 1) AND (octet_length(name) <= 1024)));
+ALTER TABLE taskclaim.schedule ADD CONSTRAINT schedule_outcome_check CHECK (((octet_length(outcome) >= 1) AND (octet_length(outcome) <= 64)));
+ALTER TABLE taskclaim.schedule ADD CONSTRAINT schedule_pkey PRIMARY KEY (name);
+COMMENT ON TABLE taskclaim.schedule IS 'The last slot each astral_taskclaim schedule enqueued.';

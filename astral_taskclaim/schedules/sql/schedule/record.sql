@@ -1,4 +1,4 @@
--- A slot won: the schedule's newest slot moves forward (slots of one
+-- A slot won (the table: migrations/sql/0011_schedule.sql): the schedule's newest slot moves forward (slots of one
 -- schedule may be recorded out of order by racing workers; the newest
 -- stays), its outcome and time are the latest write's.
 INSERT INTO taskclaim.schedule AS s (name, last_slot, outcome)

@@ -1,2 +1,2 @@
--- Undoes schedule/schema.sql.
+-- Undoes 0011_schedule.sql.
 DROP TABLE taskclaim.schedule;
