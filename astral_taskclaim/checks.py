@@ -34,7 +34,7 @@ W040       warning  A connection pooler relays ``TASKCLAIM_DATABASE`` and
                     ``DISABLE_SERVER_SIDE_CURSORS`` is not set.
 W041       warning  A connection pooler relays ``TASKCLAIM_DATABASE`` and
                     ``OPTIONS["assume_role"]`` is set.
-E040       error    A schedule cannot work: a bad cron expression or time zone,
+E050       error    A schedule cannot work: a bad cron expression or time zone,
                     a claimed task with no ``window_seconds``, or a malformed
                     ``TASKCLAIM_SCHEDULES`` entry (the message names the task).
 =========  =======  ==========================================================
@@ -273,7 +273,7 @@ def pooler_messages(connection: BaseDatabaseWrapper) -> list[checks.CheckMessage
 
 
 def schedule_problem(schedule: Schedule) -> str | None:
-    """Why ``schedule`` cannot work (E040's text), or ``None``."""
+    """Why ``schedule`` cannot work (E050's text), or ``None``."""
     problem = schedule.timing.problem
     if problem is None and schedule.kind == "claimed" and schedule.target.window_seconds is None:
         problem = "the claimed task declares no window_seconds, which each slot's enqueue needs"
@@ -289,16 +289,16 @@ def schedule_problem(schedule: Schedule) -> str | None:
 
 @checks.register()
 def check_schedules(**kwargs: Any) -> list[checks.CheckMessage]:
-    """E040 for a schedule that cannot work, naming it and its task."""
+    """E050 for a schedule that cannot work, naming it and its task."""
     try:
         found = [*schedules, *from_settings(app_settings.SCHEDULES)]
     except ImproperlyConfigured as error:
-        return [checks.Error(str(error), id=ID.format("E040"))]
+        return [checks.Error(str(error), id=ID.format("E050"))]
     return [
         checks.Error(
             f"schedule {schedule.name} of task {schedule.target_name}: {problem}",
             obj=schedule.name,
-            id=ID.format("E040"),
+            id=ID.format("E050"),
         )
         for schedule in found
         if (problem := schedule_problem(schedule)) is not None

@@ -87,7 +87,7 @@ class Cron(Timing):
     """Slots where ``expression`` matches the wall clock of ``zone`` (an
     IANA name, ``"UTC"`` by default). An expression croniter cannot read or
     an unknown zone is kept as :attr:`problem`, which the system check
-    ``astral_taskclaim.E040`` reports naming the task, at start-up."""
+    ``astral_taskclaim.E050`` reports naming the task, at start-up."""
 
     def __init__(self, expression: str, zone: str = "UTC") -> None:
         self.expression = expression

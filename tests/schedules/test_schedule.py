@@ -105,7 +105,7 @@ def test_a_bad_settings_entry_is_an_error_naming_it(entry: dict[str, Any], messa
         from_settings({"x": entry})
     with override_settings(TASKCLAIM_SCHEDULES={"x": entry}):
         (error,) = checks.check_schedules()
-    assert error.id == "astral_taskclaim.E040"
+    assert error.id == "astral_taskclaim.E050"
 
 
 def test_e040_names_the_task_of_a_bad_expression_or_zone(declared: list[str]) -> None:
@@ -123,7 +123,7 @@ def test_e040_names_the_task_of_a_bad_expression_or_zone(declared: list[str]) ->
         "no-window": "schedule no-window of task tests.schedules.report: the claimed task "
         "declares no window_seconds, which each slot's enqueue needs",
     }
-    assert all(m.id == "astral_taskclaim.E040" for m in checks.check_schedules())
+    assert all(m.id == "astral_taskclaim.E050" for m in checks.check_schedules())
 
 
 @override_settings(TASKCLAIM_UPKEEP=True)
