@@ -8,8 +8,9 @@ E002       error    The PostgreSQL server is older than 14.
 W003       warning  PostgreSQL 14-16 and a model uses ``slug.slug`` (a
                     ``DbSlugField`` or a ``Slug`` index): a few rare characters
                     may slug differently than on PostgreSQL 17+.
-W004       warning  pg_cron is not loaded: expired claims are not deleted
-                    automatically; schedule ``manage.py taskclaim_delete_expired``.
+W004       warning  pg_cron is not loaded and ``TASKCLAIM_UPKEEP`` is off:
+                    expired claims are not deleted automatically; schedule
+                    ``manage.py taskclaim_delete_expired``.
 E005       error    A configured ``TASKCLAIM_*_ROLE`` does not exist.
 E006       error    A ``TASKCLAIM_*`` setting has a wrong type or value.
 W007       warning  The server could not be inspected (the error is shown).
@@ -33,6 +34,9 @@ W040       warning  A connection pooler relays ``TASKCLAIM_DATABASE`` and
                     ``DISABLE_SERVER_SIDE_CURSORS`` is not set.
 W041       warning  A connection pooler relays ``TASKCLAIM_DATABASE`` and
                     ``OPTIONS["assume_role"]`` is set.
+E050       error    A schedule cannot work: a bad cron expression or time zone,
+                    a claimed task with no ``window_seconds``, or a malformed
+                    ``TASKCLAIM_SCHEDULES`` entry (the message names the task).
 =========  =======  ==========================================================
 
 E002 to E005, W030, W032, W040 and W041 ask the server, so they run with ``manage.py
@@ -58,6 +62,7 @@ from astral_taskclaim.db.cron import has_cleanup_job
 from astral_taskclaim.fields import DbSlugField
 from astral_taskclaim.functions import Slug
 from astral_taskclaim.queues import check_queue
+from astral_taskclaim.schedules import Schedule, from_settings, schedules
 from astral_taskclaim.tasks import registry
 
 MIN_SERVER_VERSION = 140000
@@ -70,7 +75,7 @@ def check_settings(**kwargs: Any) -> list[checks.CheckMessage]:
     """E006 for a malformed setting, E001 for a database that is not PostgreSQL."""
     try:
         alias = app_settings.DATABASE
-        for name in ("ADMIN_ROLE", "SERVICE_ROLE", "QUEUES", "DELAY_SCALE", "ASYNC_POOL"):
+        for name in ("ADMIN_ROLE", "SERVICE_ROLE", "QUEUES", "DELAY_SCALE", "ASYNC_POOL", "UPKEEP"):
             getattr(app_settings, name)
     except ImproperlyConfigured as error:
         return [checks.Error(str(error), id=ID.format("E006"))]
@@ -195,12 +200,14 @@ def check_server(
         return [
             checks.Warning(f"Could not inspect database {alias!r}: {error}", id=ID.format("W007"))
         ]
-    if cron_database is None:
+    if cron_database is None and not app_settings.UPKEEP:
         messages.append(
             checks.Warning(
-                "pg_cron is not loaded, so expired claims are not deleted automatically.",
+                "pg_cron is not loaded and TASKCLAIM_UPKEEP is off, so expired claims are not "
+                "deleted automatically.",
                 hint="Run `manage.py taskclaim_delete_expired` hourly (cron, systemd timer or "
-                "your scheduler), or load pg_cron and migrate again.",
+                "your scheduler), turn TASKCLAIM_UPKEEP on (the workers do it), or load "
+                "pg_cron and migrate again.",
                 id=ID.format("W004"),
             )
         )
@@ -263,3 +270,36 @@ def pooler_messages(connection: BaseDatabaseWrapper) -> list[checks.CheckMessage
             )
         )
     return messages
+
+
+def schedule_problem(schedule: Schedule) -> str | None:
+    """Why ``schedule`` cannot work (E050's text), or ``None``."""
+    problem = schedule.timing.problem
+    if problem is None and schedule.kind == "claimed" and schedule.target.window_seconds is None:
+        problem = "the claimed task declares no window_seconds, which each slot's enqueue needs"
+    if problem is None and schedule.kind == "django":
+        try:
+            backend = schedule.target.get_backend()
+        except Exception as error:  # the framework's own lookup error, whatever its class
+            return f"its Tasks backend cannot be loaded: {error}"
+        if not callable(getattr(backend, "queue_for", None)):
+            problem = "the Django Task's backend is not a ClaimTaskBackend"
+    return problem
+
+
+@checks.register()
+def check_schedules(**kwargs: Any) -> list[checks.CheckMessage]:
+    """E050 for a schedule that cannot work, naming it and its task."""
+    try:
+        found = [*schedules, *from_settings(app_settings.SCHEDULES)]
+    except ImproperlyConfigured as error:
+        return [checks.Error(str(error), id=ID.format("E050"))]
+    return [
+        checks.Error(
+            f"schedule {schedule.name} of task {schedule.target_name}: {problem}",
+            obj=schedule.name,
+            id=ID.format("E050"),
+        )
+        for schedule in found
+        if (problem := schedule_problem(schedule)) is not None
+    ]

@@ -4,8 +4,9 @@
 (``taskclaim.run``) are defined here; the PostgreSQL queue's
 :class:`QueueMessage` (``taskclaim.message``) lives with that queue, the
 remote queues' :class:`OutboxRow` (``taskclaim.outbox``) with their outbox,
-and the tasks backend's :class:`StoredTaskResult` (``taskclaim.task_result``) with
-the backend. Importing them here is what registers them with Django under
+the tasks backend's :class:`StoredTaskResult` (``taskclaim.task_result``) with
+the backend, and the schedules' :class:`ScheduleRecord` (``taskclaim.schedule``)
+with them. Importing them here is what registers them with Django under
 the ``astral_taskclaim`` label.
 """
 
@@ -22,6 +23,7 @@ from astral_taskclaim.db.sql_owned import SqlOwnedModel
 from astral_taskclaim.fields import LoadableDateTimeField
 from astral_taskclaim.queues.outbox_models import OutboxRow, OutboxRowQuerySet
 from astral_taskclaim.queues.postgres.models import QueueMessage, QueueMessageQuerySet
+from astral_taskclaim.schedules.models import ScheduleRecord
 from astral_taskclaim.tasks_backend.models import StoredTaskResult
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "OutboxRowQuerySet",
     "QueueMessage",
     "QueueMessageQuerySet",
+    "ScheduleRecord",
     "StoredTaskResult",
 ]
 

@@ -6,7 +6,8 @@ migrates, creates the admin user ``demo``, then fires thousands of
 "refresh this room" triggers at a few dozen rooms from several threads
 while workers consume the ``refresh`` queue, and prints what happened:
 how many triggers coalesced into one message per room and window, the
-runs, the retries with the delays they used, the give-ups.
+runs, the retries with the delays they used, the give-ups. The workers
+also enqueue a report's one-second schedule, with no scheduler process.
 
 Demo values, not the defaults: 1-second claim windows (the task's default
 is 300) and ``TASKCLAIM_DELAY_SCALE=0.02``, so the schedule's 30 s, 60 s, 120 s
@@ -62,8 +63,9 @@ def prepare() -> list[int]:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from rooms.models import Room
+    from rooms.tasks import REPORT_SCHEDULE
 
-    from astral_taskclaim.models import Claim, QueueMessage
+    from astral_taskclaim.models import Claim, QueueMessage, ScheduleRecord, StoredTaskResult
 
     started = time.monotonic()
     call_command("migrate", verbosity=0)
@@ -81,6 +83,9 @@ def prepare() -> list[int]:
     Claim.objects.filter(key__startswith="rooms.tasks.").delete()
     QueueMessage.objects.for_queue("refresh").delete()
     QueueMessage.objects.for_queue("tasks").delete()
+    ScheduleRecord.objects.filter(name=REPORT_SCHEDULE).delete()
+    StoredTaskResult.objects.filter(key__startswith="rooms:report:").delete()
+    Claim.objects.filter(key__startswith=f"{REPORT_SCHEDULE}@").delete()
     return list(Room.objects.values_list("pk", flat=True))
 
 
@@ -116,6 +121,7 @@ def consume(worker: Any) -> None:
 
 
 def run_demo(room_ids: list[int]) -> dict[str, Any]:
+    from astral_taskclaim.schedules import Scheduler
     from astral_taskclaim.worker.loop import Worker
 
     say(
@@ -123,7 +129,10 @@ def run_demo(room_ids: list[int]) -> dict[str, Any]:
         f"{PRODUCERS} threads ({WINDOW_SECONDS} s claim windows); {WORKERS} workers consuming..."
     )
     started = time.monotonic()
-    workers = [Worker("refresh", batch_size=10, wait=0.2) for _ in range(WORKERS)]
+    # Each worker takes part in the schedules, as consume_claimed does.
+    workers = [
+        Worker("refresh", batch_size=10, wait=0.2, scheduler=Scheduler()) for _ in range(WORKERS)
+    ]
     consumers = [threading.Thread(target=consume, args=(w,)) for w in workers]
     sent: list[int] = []
     halt = threading.Event()  # Ctrl-C: the producers stop too
@@ -222,7 +231,25 @@ def django_tasks_demo() -> None:
     say(f"  runs             {len(set(ids)):>6,}   one per key per window: every caller got it")
     say(f"  result           {result.status:>6}   returned {result.return_value} rooms")
     say()
+    schedule_report()
     say("Open the admin: run `make serve`, then http://127.0.0.1:8000/admin/ (demo / demo).")
+
+
+def schedule_report() -> None:
+    """What the refresh workers' one-second schedule enqueued."""
+    from rooms.tasks import REPORT_SCHEDULE
+
+    from astral_taskclaim.models import ScheduleRecord, StoredTaskResult
+
+    record = ScheduleRecord.objects.filter(name=REPORT_SCHEDULE).first()
+    keys = StoredTaskResult.objects.filter(key__startswith="rooms:report:").values_list(
+        "key", flat=True
+    )
+    runs = Counter(keys)
+    say(f"Periodic task (schedule {REPORT_SCHEDULE}, every 1 s, no scheduler process)")
+    say(f"  slots            {record.slots if record else 0:>6,}   enqueued by {WORKERS} workers")
+    say(f"  runs per slot    {max(runs.values(), default=0):>6,}   each slot claimed once")
+    say()
 
 
 def stop_embedded() -> None:

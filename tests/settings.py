@@ -37,6 +37,11 @@ try:  # Django 6 has the Tasks framework; Django 5.2 gets it from django-tasks
 except ImportError:
     INSTALLED_APPS.append("django_tasks")
 
+# No built-in upkeep schedules in the workers the tests start (they would
+# delete expired claims a test put in place, at minutes 15 and 45 only);
+# tests/schedules turns them on where it tests them.
+TASKCLAIM_UPKEEP = False
+
 # Django Tasks through the app's PostgreSQL queue (tests/tasks_backend).
 TASKS = {
     "default": {

@@ -51,14 +51,19 @@ def test_w003_follows_the_real_server(server_version: int) -> None:
     assert ("astral_taskclaim.W003" in ids(messages)) == (server_version < 170000)
 
 
-def test_w004_when_pg_cron_is_not_loaded() -> None:
+def test_w004_when_pg_cron_is_not_loaded_and_the_workers_upkeep_is_off() -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_setting('cron.database_name', true)")
         loaded = cursor.fetchone()[0] is not None
-    messages = [m for m in checks.check_server(databases=["default"]) if m.id.endswith("W004")]
+    with override_settings(TASKCLAIM_UPKEEP=False):
+        messages = [m for m in checks.check_server(databases=["default"]) if m.id.endswith("W004")]
     assert len(messages) == (0 if loaded else 1)
     if messages:
         assert "taskclaim_delete_expired" in (messages[0].hint or "")
+    # On (the default), the workers run the cleanup as a built-in schedule.
+    with override_settings(TASKCLAIM_UPKEEP=True):
+        found = [m for m in checks.check_server(databases=["default"]) if m.id.endswith("W004")]
+    assert not found
 
 
 def test_e005_configured_role_missing() -> None:

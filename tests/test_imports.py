@@ -58,7 +58,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("queues", {"queues"}),
     ("claims", {"claims"}),
     ("consumer", {"consumer"}),
-    ("tasks", {"tasks", "worker", "tasks_backend", "testing"}),
+    ("tasks", {"tasks", "worker", "tasks_backend", "testing", "schedules"}),
     ("django", {"apps", "checks", "models", "admin", "management", "migrations"}),
     ("public", {""}),
 ]

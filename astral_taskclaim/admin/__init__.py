@@ -3,8 +3,8 @@
 One ``ModelAdmin`` per table: claims (:mod:`.claims`, with the overview and
 "delete expired claims" pages of :mod:`.views`), the PostgreSQL queue's
 messages (:mod:`.messages`), the remote queues' outbox rows (:mod:`.outbox`),
-stored task results (:mod:`.results`) and claimed-task runs
-(:mod:`.claimed_runs`).
+stored task results (:mod:`.results`), claimed-task runs
+(:mod:`.claimed_runs`) and schedules (:mod:`.schedules`).
 :mod:`.queries` and :mod:`.times` hold what they share: estimated counts,
 key search and how times are shown.
 """
@@ -18,11 +18,13 @@ from astral_taskclaim.admin.claims import ClaimAdmin, ClaimStateFilter
 from astral_taskclaim.admin.messages import QueueMessageAdmin
 from astral_taskclaim.admin.outbox import OutboxRowAdmin
 from astral_taskclaim.admin.results import TaskResultAdmin
+from astral_taskclaim.admin.schedules import ScheduleAdmin
 from astral_taskclaim.models import (
     Claim,
     ClaimedRun,
     OutboxRow,
     QueueMessage,
+    ScheduleRecord,
     StoredTaskResult,
 )
 
@@ -32,6 +34,7 @@ __all__ = [
     "ClaimedRunAdmin",
     "OutboxRowAdmin",
     "QueueMessageAdmin",
+    "ScheduleAdmin",
     "TaskResultAdmin",
 ]
 
@@ -40,3 +43,4 @@ admin.site.register(QueueMessage, QueueMessageAdmin)
 admin.site.register(OutboxRow, OutboxRowAdmin)
 admin.site.register(StoredTaskResult, TaskResultAdmin)
 admin.site.register(ClaimedRun, ClaimedRunAdmin)
+admin.site.register(ScheduleRecord, ScheduleAdmin)

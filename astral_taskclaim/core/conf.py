@@ -14,6 +14,8 @@ Setting                               Type                       Default
 ``TASKCLAIM_DELAY_SCALE``             ``float`` in (0, 1]        ``1.0``
 ``TASKCLAIM_ASYNC_POOL``              ``int`` from 1             ``10``
 ``TASKCLAIM_TASK_RESULTS_RETENTION``  ``int`` seconds, ``None``  ``604800`` (7 days)
+``TASKCLAIM_SCHEDULES``               ``dict[str, dict]``        ``{}``
+``TASKCLAIM_UPKEEP``                  ``bool``                   ``True``
 ====================================  =========================  ====================
 """
 
@@ -111,6 +113,25 @@ class AppSettings:
                 "TASKCLAIM_TASK_RESULTS_RETENTION must be an int of seconds from 0 or None, "
                 f"got {value!r}"
             )
+        return value
+
+    @property
+    def SCHEDULES(self) -> dict[str, Any]:
+        """Schedules of other apps' tasks, by name (read by the schedules package)."""
+        value = _setting("TASKCLAIM_SCHEDULES", {})
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise ImproperlyConfigured(
+                "TASKCLAIM_SCHEDULES must be a dict of name → schedule dicts"
+            )
+        return value
+
+    @property
+    def UPKEEP(self) -> bool:
+        """Whether workers run the expired-claim cleanup and the results
+        retention as built-in schedules where pg_cron is not loaded."""
+        value = _setting("TASKCLAIM_UPKEEP", True)
+        if not isinstance(value, bool):
+            raise ImproperlyConfigured(f"TASKCLAIM_UPKEEP must be True or False, got {value!r}")
         return value
 
 

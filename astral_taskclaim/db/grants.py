@@ -35,6 +35,7 @@ GRANTS = {
     "0006_task_results": "tasks/grants.sql",
     "0007_outbox": "outbox/grants.sql",
     "0010_runs": "runs/grants.sql",
+    "0011_schedule": "schedule/grants.sql",
 }
 
 

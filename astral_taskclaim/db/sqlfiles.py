@@ -42,6 +42,7 @@ HOMES = {
     "admin": "admin/sql",
     "outbox": "queues/sql",
     "runs": "queues/sql",
+    "schedule": "schedules/sql",
 }
 
 

@@ -58,6 +58,7 @@ from astral_taskclaim.queues import (
     create_queue,
 )
 from astral_taskclaim.queues.runs import write_runs
+from astral_taskclaim.schedules import Scheduler
 from astral_taskclaim.tasks import ClaimedTask, registry
 from astral_taskclaim.worker.leases import LeaseKeeper, lease_length
 from astral_taskclaim.worker.shutdown import TwoStageStop
@@ -112,9 +113,11 @@ class Worker:
     retries stay queued). ``max_messages``: return after receiving this
     many. ``on_run`` is called with a :class:`TaskRun` after each message
     (progress lines, metrics). ``task`` and ``backend`` override the registry and
-    ``TASKCLAIM_QUEUES`` (tests). Raises ``LookupError`` when no task is
-    registered for the queue, ``ImproperlyConfigured`` for an unknown
-    queue, ``TypeError``/``ValueError`` for a bad argument.
+    ``TASKCLAIM_QUEUES`` (tests). ``scheduler`` (what ``consume_claimed`` gives)
+    enqueues the due slots of every schedule before each receive. Raises
+    ``LookupError`` when no task is registered for the queue,
+    ``ImproperlyConfigured`` for an unknown queue, ``TypeError``/``ValueError``
+    for a bad argument.
     """
 
     def __init__(
@@ -130,6 +133,7 @@ class Worker:
         using: str | None = None,
         exit: Callable[[int], object] = os._exit,
         on_run: Callable[[TaskRun], object] | None = None,
+        scheduler: Scheduler | None = None,
     ) -> None:
         self.backend = backend if backend is not None else create_queue(queue)
         self.task = task if task is not None else registry.get(queue)
@@ -146,6 +150,8 @@ class Worker:
         self.stopper = TwoStageStop(
             "worker", f"consuming {queue}", work="the current message", queue=queue, exit=exit
         )
+        #: Enqueues the schedules' due slots once per loop turn (``None``: off).
+        self.scheduler = scheduler
         self._backoff = FIRST_BACKOFF
         self._lease_seconds: float | None = None
         self._received_at = 0.0
@@ -218,6 +224,8 @@ class Worker:
     def _receive(self, limit: int) -> MessageBatch | None:
         """The next non-empty batch, or ``None`` to stop."""
         while not self.stopper.requested:
+            if self.scheduler is not None:
+                self.scheduler.tick()
             try:
                 batch = self.backend.receive(max_messages=limit, wait_seconds=self.wait)
             except NotMigratedError:

@@ -1,5 +1,6 @@
 """``refresh_room``: the claimed task of queue ``refresh``; and
-``count_refreshed_rooms``, a Django ``@task`` on the ``tasks`` queue.
+``count_refreshed_rooms``, a Django ``@task`` on the ``tasks`` queue, also
+run every second by a schedule (the demo's workers enqueue its slots).
 
 It fails now and then, and sometimes asks to be retried later (a
 ``Retry-After`` of 45 s, as a rate-limited API would), so retries, backoff
@@ -16,6 +17,7 @@ from django.conf import settings
 from django.db.models import F
 from django.db.models.functions import Now
 
+from astral_taskclaim.schedules import every, periodic
 from astral_taskclaim.tasks import RetryAfter, claimed_task
 
 from .models import Room
@@ -54,6 +56,11 @@ def refresh_room(task: dict[str, int]) -> None:
     )
 
 
+#: The schedule's name; its slots' keys name the slot, so each is one run.
+REPORT_SCHEDULE = "rooms.report"
+
+
+@periodic(every(1), name=REPORT_SCHEDULE, key="rooms:report:{slot}")
 @task(window_seconds=60)
 def count_refreshed_rooms() -> int:
     """How many rooms were refreshed: a report many triggers ask for, run

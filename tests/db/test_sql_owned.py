@@ -40,7 +40,7 @@ def columns(table: str) -> dict[str, tuple[str, bool]]:
 
 def test_each_sql_owned_model_has_its_table_columns_types_and_nullability() -> None:
     found = {model.__name__: table_name(model) for model in sql_owned_models()}
-    assert {"Claim", "QueueMessage", "StoredTaskResult"} <= set(found)
+    assert {"Claim", "QueueMessage", "ScheduleRecord", "StoredTaskResult"} <= set(found)
     for model in sql_owned_models():
         expected = {
             field.column: (field.db_type(connection), field.null)

@@ -56,6 +56,9 @@ def test_the_demo_runs_and_its_numbers_add_up() -> None:
     assert re.search(r"^  enqueues +100 ", output, re.MULTILINE), output
     assert re.search(r"^  runs +1 +one per key per window", output, re.MULTILINE), output
     assert re.search(r"result +SUCCESSFUL +returned 36 rooms", output), output
+    # The workers' one-second schedule: slots enqueued, each run once.
+    assert number(output, "slots") > 0
+    assert re.search(r"^  runs per slot +1 ", output, re.MULTILINE), output
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM taskclaim.message WHERE queue = 'refresh'")
         assert cursor.fetchone() == (0,)

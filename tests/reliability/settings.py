@@ -14,6 +14,8 @@ INSTALLED_APPS = [*INSTALLED_APPS, "tests.reliability.workerapp"]
 TASKCLAIM_QUEUES = json.loads(os.environ.get("TASKCLAIM_RELIABILITY_QUEUES", "null"))
 # The suite's Django Tasks backend needs its queue; these workers run none.
 TASKS: dict[str, object] = {}
+# The schedules test's TASKCLAIM_SCHEDULES (its target task registers with it).
+TASKCLAIM_SCHEDULES = json.loads(os.environ.get("TASKCLAIM_RELIABILITY_SCHEDULES") or "{}")
 TASKCLAIM_DELAY_SCALE = float(os.environ.get("TASKCLAIM_RELIABILITY_DELAY_SCALE", "1"))
 
 _events = os.environ.get("TASKCLAIM_RELIABILITY_EVENTS")

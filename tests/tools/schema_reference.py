@@ -37,8 +37,9 @@ OWNERS = {
     "taskclaim.outbox": "outbox",
     "taskclaim.outbox_id_seq": "outbox",
     "taskclaim.run": "runs",
+    "taskclaim.schedule": "schedule",
 }
-FAMILIES = ("slug", "taskclaim", "queue", "tasks", "outbox", "runs")
+FAMILIES = ("slug", "taskclaim", "queue", "tasks", "outbox", "runs", "schedule")
 SCHEMAS = ["slug", "taskclaim"]
 
 _OBJECTS = """

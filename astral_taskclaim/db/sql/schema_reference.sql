@@ -177,3 +177,17 @@ CREATE INDEX run_finished_at_idx ON taskclaim.run USING btree (finished_at);
 CREATE INDEX run_key_idx ON taskclaim.run USING btree (key);
 CREATE INDEX run_retrying_idx ON taskclaim.run USING btree (last_attempted_at) WHERE (finished_at IS NULL);
 COMMENT ON TABLE taskclaim.run IS 'Runs of astral_taskclaim''s claimed tasks.';
+
+-- Owned by the schedule/ SQL files.
+
+CREATE TABLE taskclaim.schedule (
+  name text NOT NULL,
+  last_slot timestamp with time zone NOT NULL,
+  enqueued_at timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+  outcome text NOT NULL,
+  slots bigint DEFAULT 1 NOT NULL
+);
+ALTER TABLE taskclaim.schedule ADD CONSTRAINT schedule_name_check CHECK (((octet_length(name) >= 1) AND (octet_length(name) <= 1024)));
+ALTER TABLE taskclaim.schedule ADD CONSTRAINT schedule_outcome_check CHECK (((octet_length(outcome) >= 1) AND (octet_length(outcome) <= 64)));
+ALTER TABLE taskclaim.schedule ADD CONSTRAINT schedule_pkey PRIMARY KEY (name);
+COMMENT ON TABLE taskclaim.schedule IS 'The last slot each astral_taskclaim schedule enqueued.';

@@ -11,6 +11,7 @@ from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.not_migrated import NotMigratedError, ensure_migrated
 from astral_taskclaim.management.loop import QueueLoopCommand
 from astral_taskclaim.queues import QueueError
+from astral_taskclaim.schedules import Scheduler
 from astral_taskclaim.worker.loop import TaskRun, Worker
 
 
@@ -53,6 +54,11 @@ class Command(QueueLoopCommand[Worker]):
             help="The address --metrics-port listens on (default 127.0.0.1, this machine "
             "only; 0.0.0.0 or :: for every interface).",
         )
+        parser.add_argument(
+            "--no-schedules",
+            action="store_true",
+            help="Take no part in enqueueing the schedules' slots (periodic tasks).",
+        )
 
     def make(self, queue: str, options: dict[str, Any]) -> Worker:
         return Worker(
@@ -63,6 +69,7 @@ class Command(QueueLoopCommand[Worker]):
             max_messages=options["max_messages"],
             # --verbosity 2 and up: a line per task run on stdout.
             on_run=self._print_run if options["verbosity"] >= 2 else None,
+            scheduler=None if options["no_schedules"] else Scheduler(),
         )
 
     def prepare(self, loop: Worker, options: dict[str, Any]) -> None:

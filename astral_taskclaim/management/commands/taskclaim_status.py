@@ -10,6 +10,7 @@ from django.core.management.base import CommandParser
 from astral_taskclaim.claims.status import collect
 from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.management.base import AppCommand
+from astral_taskclaim.schedules.overview import overview
 
 COLUMNS = ("ready", "delayed", "leased", "oldest_age_seconds")
 
@@ -24,16 +25,16 @@ class Command(AppCommand):
     help = (
         "Shows per queue the messages ready, delayed and leased and the oldest one's age, "
         "the claims active and expired, rows waiting in outboxes (and those set aside, "
-        "refused by the service), and the latest runs that gave up in the last day. '?' "
-        "marks what a backend does not expose or could not tell; a queue that could not be "
-        "asked shows its error on stderr."
+        "refused by the service), the latest runs that gave up in the last day, and each "
+        "schedule's last and next slot. '?' marks what a backend does not expose or could "
+        "not tell; a queue that could not be asked shows its error on stderr."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", help="One JSON object, for scripts.")
 
     def run(self, options: dict[str, Any]) -> None:
-        found = collect()
+        found = {**collect(), "schedules": overview()}
         if options["json"]:
             self.stdout.write(json.dumps(found, indent=2, sort_keys=True))
             return
@@ -59,6 +60,13 @@ class Command(AppCommand):
                 f"{_cell(outbox['oldest_seconds'])} s, {outbox['dead']} set aside"
             )
         self._failures(found["recent_failures"])
+        for row in found["schedules"]:
+            self.stdout.write(
+                f"schedule {row['name']}: {row['task'] or '(no longer declared)'} "
+                f"{row['expression'] or ''} {row['zone'] or ''}; last slot "
+                f"{row['last_slot'] or 'never'} ({row['outcome'] or '-'}), next "
+                f"{row['next_slot'] or '-'}"
+            )
         for problem in problems:
             self.stderr.write(problem)
 

@@ -51,3 +51,10 @@ def reliability_task(task: dict[str, Any]) -> None:
             cursor.execute("SELECT pg_sleep(%s)", [task["sleep_ms"] / 1000])
     if fail:
         raise PlannedFailure(f"task {task['id']} ({mode}) fails as planned")
+
+
+if os.environ.get("TASKCLAIM_RELIABILITY_SCHEDULES"):
+    # The schedules test's target: its slots are counted on the queue, not run.
+    @claimed_task(queue="periodic", max_retries=0, window_seconds=1)
+    def periodic_task(task: dict[str, Any]) -> None:
+        """Never consumed: the test reads the slots' messages."""

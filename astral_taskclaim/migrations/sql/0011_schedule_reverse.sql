@@ -1,0 +1,2 @@
+-- Undoes 0011_schedule.sql.
+DROP TABLE taskclaim.schedule;
