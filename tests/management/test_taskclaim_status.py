@@ -84,10 +84,16 @@ def test_a_backend_that_knows_nothing_shows_question_marks() -> None:
 
 @pytest.fixture
 def empty_runs() -> Iterator[None]:
+    """No runs of either kind before and after (other tests leave failures)."""
+
+    def empty() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM taskclaim.run")
+            cursor.execute("DELETE FROM taskclaim.task_result")
+
+    empty()
     yield
-    with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM taskclaim.run")
-        cursor.execute("DELETE FROM taskclaim.task_result")
+    empty()
 
 
 @pytest.mark.usefixtures("empty_runs")
@@ -128,6 +134,7 @@ def test_recent_failures_of_both_kinds_are_listed_newest_first() -> None:
     assert len(lines) == at + 3
 
 
+@pytest.mark.usefixtures("empty_runs")
 def test_no_recent_failures_says_so() -> None:
     assert "recent failures (last day): none" in status().splitlines()
 
