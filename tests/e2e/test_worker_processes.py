@@ -178,6 +178,15 @@ def test_a_database_restart_mid_run_loses_nothing(e2e: E2E) -> None:
     assert "reconnecting in" in worker.output()
 
 
+def test_a_receiver_connected_with_queue_sender_hears_the_worker_process(e2e: E2E) -> None:
+    # The worker reads its queue's name from its command line: a string
+    # equal to the receiver's literal, never the same object by itself.
+    e2e.enqueue(1)
+    assert e2e.start("--burst").wait() == 0
+    heard = json_lines(e2e.tmp / "runs.jsonl.signals")
+    assert heard == [{"sender": "e2e", "key": "e2e:1", "attempts": 1}]
+
+
 def test_a_retry_is_not_delivered_before_its_delay(e2e: E2E) -> None:
     # Scale 0.05: the first retry waits 30 s x 0.05 = 1.5 s.
     worker = e2e.start(delay_scale=0.05)
