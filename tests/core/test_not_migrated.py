@@ -99,6 +99,24 @@ def test_consume_claimed_exits_at_start_with_the_advice() -> None:
     )
 
 
+@pytest.mark.usefixtures("unmigrated", "jobs")
+@pytest.mark.parametrize(
+    "args",
+    [["k", "--task", "1", "--window", "60"], ["--file", "-", "--window", "60"]],
+    ids=["one", "file"],
+)
+def test_enqueue_claimed_says_run_migrate_in_one_line(
+    args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b'{"key": "k", "task": 1}\n')))
+    with pytest.raises(CommandError) as caught:
+        call_command("enqueue_claimed", "jobs", *args, stdout=io.StringIO(), stderr=io.StringIO())
+    assert str(caught.value) == (
+        'astral_taskclaim is not migrated (relation "taskclaim.claim" does not exist): '
+        "run `manage.py migrate` first"
+    )
+
+
 @pytest.mark.usefixtures("unmigrated")
 def test_taskclaim_status_says_run_migrate() -> None:
     with pytest.raises(CommandError, match=ADVICE):
