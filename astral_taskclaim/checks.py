@@ -50,7 +50,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.core.conf import AppSettings, app_settings
 from astral_taskclaim.core.not_migrated import advice, missing_tables
 from astral_taskclaim.db import roles
 from astral_taskclaim.db.connections import PROBE, server_version
@@ -70,8 +70,10 @@ def check_settings(**kwargs: Any) -> list[checks.CheckMessage]:
     """E006 for a malformed setting, E001 for a database that is not PostgreSQL."""
     try:
         alias = app_settings.DATABASE
-        for name in ("ADMIN_ROLE", "SERVICE_ROLE", "QUEUES", "DELAY_SCALE", "ASYNC_POOL"):
-            getattr(app_settings, name)
+        # Every setting, so one added to AppSettings is checked too.
+        for name, member in vars(AppSettings).items():
+            if isinstance(member, property):
+                getattr(app_settings, name)
     except ImproperlyConfigured as error:
         return [checks.Error(str(error), id=ID.format("E006"))]
     vendor = connections[alias].vendor

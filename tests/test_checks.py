@@ -80,6 +80,8 @@ def test_e005_configured_role_missing() -> None:
         {"TASKCLAIM_QUEUES": ["default"]},
         {"TASKCLAIM_ASYNC_POOL": 0},
         {"TASKCLAIM_ASYNC_POOL": "10"},
+        {"TASKCLAIM_TASK_RESULTS_RETENTION": "7d"},
+        {"TASKCLAIM_TASK_RESULTS_RETENTION": -1},
     ],
 )
 def test_e006_malformed_setting(overrides: dict[str, object]) -> None:
