@@ -187,6 +187,25 @@ def test_a_receiver_connected_with_queue_sender_hears_the_worker_process(e2e: E2
     assert heard == [{"sender": "e2e", "key": "e2e:1", "attempts": 1}]
 
 
+@pytest.mark.parametrize(("verbosity", "batch_lines"), [("0", 0), ("1", 1), ("2", 1)])
+def test_the_recommended_logging_respects_verbosity_and_prints_each_record_once(
+    e2e: E2E, verbosity: str, batch_lines: int
+) -> None:
+    e2e.enqueue(1)
+    env = {
+        "TASKCLAIM_E2E_QUEUES": postgres_queues("e2e", e2e.options()),
+        "TASKCLAIM_E2E_DOCS_LOGGING": "1",
+    }
+    worker = e2e.group.start("e2e", "--burst", "--wait", "0", "-v", verbosity, env=env)
+    assert worker.wait() == 0, worker.output()
+    output = worker.output()
+    logged = [line for line in output.splitlines() if " INFO " in line]
+    batches = [line for line in logged if "1 received, 1 ok" in line]
+    assert len(batches) == batch_lines, output
+    # In the project's format, which names the logger.
+    assert all(" INFO astral_taskclaim." in line for line in logged), output
+
+
 def test_a_retry_is_not_delivered_before_its_delay(e2e: E2E) -> None:
     # Scale 0.05: the first retry waits 30 s x 0.05 = 1.5 s.
     worker = e2e.start(delay_scale=0.05)
