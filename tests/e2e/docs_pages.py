@@ -180,7 +180,8 @@ class Project:
                 text=True,
             )
             self.execute(PLACEHOLDERS, block)
-        assert self.session.stdin is not None and self.session.stdout is not None
+        assert self.session.stdin is not None
+        assert self.session.stdout is not None
         self.session.stdin.write(json.dumps(code) + "\n")
         self.session.stdin.flush()
         lines = []
