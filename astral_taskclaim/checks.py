@@ -41,12 +41,14 @@ check --database`` and before ``migrate``, like Django's own database checks.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 from django.apps import apps
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
+from django.core.management.commands.migrate import Command as Migrate
 from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
@@ -169,6 +171,18 @@ def check_queues(**kwargs: Any) -> list[checks.CheckMessage]:
     return [message for alias in aliases for message in check_queue(alias)]
 
 
+def _run_by_migrate() -> bool:
+    """Whether ``manage.py migrate`` runs these checks (it does before it
+    migrates): W030 there would tell it to run itself."""
+    # The command's own frames (Django 5.2 checks in handle(), 6 in execute()).
+    frame = sys._getframe(1)
+    while frame is not None:
+        if isinstance(frame.f_locals.get("self"), Migrate):
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
 @checks.register(checks.Tags.database)
 def check_server(
     databases: Sequence[str] | None = None, **kwargs: Any
@@ -206,7 +220,7 @@ def check_server(
                 id=ID.format("W004"),
             )
         )
-    if absent:
+    if absent and not _run_by_migrate():
         messages.append(
             checks.Warning(
                 f"astral_taskclaim is not migrated in database {alias!r} "

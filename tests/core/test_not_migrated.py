@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.core import checks
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -57,6 +58,19 @@ def test_enqueue_says_run_migrate() -> None:
         "run `manage.py migrate` first"
     )
     assert isinstance(caught.value, ProgrammingError)  # still a database error
+
+
+@pytest.mark.usefixtures("unmigrated")
+def test_without_the_app_in_installed_apps_the_error_says_to_add_it() -> None:
+    installed = [app for app in settings.INSTALLED_APPS if app != "astral_taskclaim"]
+    with override_settings(INSTALLED_APPS=installed), pytest.raises(NotMigratedError) as caught:
+        enqueue_claimed(PostgresQueue("default"), "k", 1, window_seconds=60)
+    assert str(caught.value).endswith(
+        ': add "astral_taskclaim" to INSTALLED_APPS, then run `manage.py migrate` first'
+    )
+    with override_settings(INSTALLED_APPS=installed), pytest.raises(NotMigratedError) as caught:
+        ensure_migrated("default")
+    assert 'add "astral_taskclaim" to INSTALLED_APPS' in str(caught.value)
 
 
 @pytest.mark.usefixtures("unmigrated")
@@ -132,6 +146,17 @@ def test_check_database_warns_w030() -> None:
         "taskclaim.message missing): claims, enqueues and workers fail until it is."
     )
     assert found[0].hint == "Run `manage.py migrate`."
+
+
+@pytest.mark.usefixtures("unmigrated")
+def test_migrate_itself_does_not_print_w030() -> None:
+    # migrate runs the database checks before it migrates: W030 would tell it to run itself.
+    out, err = io.StringIO(), io.StringIO()
+    call_command("migrate", "astral_taskclaim", stdout=out, stderr=err, skip_checks=False)
+    assert "W030" not in out.getvalue() + err.getvalue()
+    assert [m.id for m in checks.run_checks(databases=["default"]) if m.id.endswith("W030")] == [
+        "astral_taskclaim.W030"
+    ]
 
 
 def test_no_w030_once_migrated() -> None:
