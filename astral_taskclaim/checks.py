@@ -29,14 +29,16 @@ E031       error    A ``@claimed_task``'s queue is not in ``TASKCLAIM_QUEUES``.
 W032       warning  pg_cron is loaded but no job deletes this database's
                     expired claims.
 E033       error    A ``ClaimTaskBackend`` in ``TASKS`` has a wrong option.
+W034       warning  A PostgreSQL queue holds messages, but no claimed task (nor
+                    Django Tasks backend) of this project consumes it.
 W040       warning  A connection pooler relays ``TASKCLAIM_DATABASE`` and
                     ``DISABLE_SERVER_SIDE_CURSORS`` is not set.
 W041       warning  A connection pooler relays ``TASKCLAIM_DATABASE`` and
                     ``OPTIONS["assume_role"]`` is set.
 =========  =======  ==========================================================
 
-E002 to E005, W030, W032, W040 and W041 ask the server, so they run with ``manage.py
-check --database`` and before ``migrate``, like Django's own database checks.
+E002 to E005, W030, W032, W034, W040 and W041 ask the server, so they run
+with ``manage.py check --database`` and before ``migrate``, like Django's own database checks.
 """
 
 from __future__ import annotations
@@ -59,7 +61,8 @@ from astral_taskclaim.db.connections import PROBE, server_version
 from astral_taskclaim.db.cron import has_cleanup_job
 from astral_taskclaim.fields import DbSlugField
 from astral_taskclaim.functions import Slug
-from astral_taskclaim.queues import check_queue
+from astral_taskclaim.queues import check_queue, create_queue
+from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import registry
 
 MIN_SERVER_VERSION = 140000
@@ -278,4 +281,44 @@ def pooler_messages(connection: BaseDatabaseWrapper) -> list[checks.CheckMessage
                 id=ID.format("W041"),
             )
         )
+    return messages
+
+
+@checks.register(checks.Tags.database)
+def check_unconsumed_queues(
+    databases: Sequence[str] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """W034 for a PostgreSQL queue holding messages that no registered task
+    consumes: its workers would stop at start, the messages wait forever."""
+    try:
+        aliases = list(app_settings.QUEUES)
+    except ImproperlyConfigured:
+        return []  # reported as E006
+    messages = []
+    for alias in aliases:
+        try:
+            registry.get(alias)
+            continue
+        except LookupError:
+            pass
+        try:
+            queue = create_queue(alias)
+            if not isinstance(queue, PostgresQueue) or queue.database not in (databases or ()):
+                continue
+            status = queue.status()
+        except (ImproperlyConfigured, DatabaseError):
+            continue  # E010 to E014, W007 or W030 says why
+        held = (status.ready or 0) + (status.delayed or 0) + (status.leased or 0)
+        if held:
+            messages.append(
+                checks.Warning(
+                    f"queue {alias!r} holds {held} messages, but no claimed task of this "
+                    "project consumes it: they wait until one is registered.",
+                    hint="Claimed tasks are registered when their module is imported: each "
+                    "installed app's tasks.py is, at start-up; import a task declared "
+                    "elsewhere (say jobs.py) from there.",
+                    obj=alias,
+                    id=ID.format("W034"),
+                )
+            )
     return messages

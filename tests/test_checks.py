@@ -13,6 +13,8 @@ from django.test import override_settings
 
 from astral_taskclaim import checks
 from astral_taskclaim.db import cron
+from astral_taskclaim.envelope import message_body
+from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import registry
 
 pytestmark = pytest.mark.django_db
@@ -171,3 +173,20 @@ def test_w032_when_no_pg_cron_job_cleans_the_database_and_schedule_fixes_it() ->
         call_command("taskclaim_delete_expired", "--schedule", stdout=out)
     assert out.getvalue() == f"pg_cron deletes expired claims in {database}.\n"
     assert cron.has_cleanup_job(connection) is True
+
+
+def test_w034_a_queue_holding_messages_no_registered_task_consumes() -> None:
+    backend = {"BACKEND": "astral_taskclaim.queues.postgres.PostgresQueue"}
+    with override_settings(TASKCLAIM_QUEUES={"default": backend, "jobs": backend}):
+        assert checks.check_unconsumed_queues(databases=["default"]) == []  # empty: no noise
+        PostgresQueue("jobs").send(message_body("k", "t", 60, {"id": 1}))
+        [warning] = checks.check_unconsumed_queues(databases=["default"])
+        assert warning.id == "astral_taskclaim.W034"
+        assert warning.msg.startswith("queue 'jobs' holds 1 messages, but no claimed task")
+        assert "tasks.py" in warning.hint
+        assert checks.check_unconsumed_queues() == []  # only with --database
+        registry.task(queue="jobs", name="tests.jobs")(print)
+        try:
+            assert checks.check_unconsumed_queues(databases=["default"]) == []
+        finally:
+            registry.unregister("jobs")
