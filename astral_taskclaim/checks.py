@@ -294,7 +294,7 @@ def check_unconsumed_queues(
         aliases = list(app_settings.QUEUES)
     except ImproperlyConfigured:
         return []  # reported as E006
-    messages = []
+    messages: list[checks.CheckMessage] = []
     for alias in aliases:
         try:
             registry.get(alias)

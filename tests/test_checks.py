@@ -12,8 +12,8 @@ from django.db import connection
 from django.test import override_settings
 
 from astral_taskclaim import checks
+from astral_taskclaim.core.envelope import message_body
 from astral_taskclaim.db import cron
-from astral_taskclaim.envelope import message_body
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import registry
 

@@ -85,6 +85,7 @@ def explains_event_loop(function: Callable[P, R]) -> Callable[P, R]:
 
     return wrapper
 
+
 #: The ``prepare_threshold`` a connection gets when the connector turns
 #: preparing on: statements that ask for it (``prepare=True``) are prepared
 #: at once, and no other query on the connection ever runs this many times
