@@ -53,13 +53,11 @@ class PartlySentError(QueueError):
 
 @dataclass(eq=False)
 class ReceivedMessage:
-    """One delivered message, as ``consume_claimed`` settles it.
-
-    ``attempts`` counts deliveries, this one included (1 on the first).
-    ``ack()`` and ``retry()`` only record the decision; the backend applies
-    it in :meth:`BaseQueue.settle`. ``receipt`` is the backend's handle
-    (lease id, receipt handle, row id).
-    """
+    """One delivered message, as ``consume_claimed`` settles it: ``attempts``
+    counts deliveries, this one included (1 on the first); ``ack()``,
+    ``retry()`` and ``hand_back()`` only record the decision, which the backend
+    applies in :meth:`BaseQueue.settle`; ``receipt`` is the backend's handle
+    (lease id, receipt handle, row id)."""
 
     body: Any
     attempts: int
@@ -70,6 +68,7 @@ class ReceivedMessage:
     #: ``ExceptionClass: message`` of the failed run a retry follows, which a
     #: queue that can store it (PostgreSQL) keeps with the message.
     last_error: str | None = field(default=None, init=False)
+    handed_back: bool = field(default=False, init=False)
 
     def ack(self) -> None:
         """Done with the message: the queue deletes it."""
@@ -79,6 +78,11 @@ class ReceivedMessage:
         """Deliver the message again after ``delay_seconds``."""
         self.delay_seconds = check_delay_seconds(delay_seconds, MAX_DELAY_SECONDS)
         self.settlement = "retry"
+
+    def hand_back(self) -> None:
+        """Deliver again at once, unrun: not an attempt where the queue can tell (PostgreSQL)."""
+        self.retry(delay_seconds=0)
+        self.handed_back = True
 
 
 @dataclass(frozen=True)
@@ -297,8 +301,7 @@ class BaseQueue(ABC):
         lease's expiry (and redelivered)."""
 
     def lease_seconds(self) -> float | None:
-        """Seconds a :meth:`receive` leases its messages for, when known
-        (``None``: the engine decides, and this backend cannot tell)."""
+        """Seconds a :meth:`receive` leases its messages for (``None``: unknown)."""
         return None
 
     def extend_leases(
@@ -324,12 +327,9 @@ class BaseQueue(ABC):
 
     def configuration_errors(self) -> tuple[checks.CheckMessage, ...]:
         """The serious messages of :meth:`check`, which ``enqueue_claimed``
-        turns into ``ImproperlyConfigured`` before claiming a key.
-
-        Worked out on the first call and kept: this runs before every
-        enqueue, and a backend's ``check()`` may be slow. A backend whose
-        options can change after it is created overrides this.
-        """
+        turns into ``ImproperlyConfigured`` before claiming a key: worked out
+        once and kept, as this runs before every enqueue and ``check()`` may
+        be slow (a backend whose options can change overrides this)."""
         errors: tuple[checks.CheckMessage, ...] | None = self.__dict__.get("_configuration_errors")
         if errors is None:
             errors = tuple(message for message in self.check() if message.is_serious())

@@ -271,7 +271,7 @@ class PostgresQueue(BaseQueue):
         waiting consumers for retries due at once: one statement
         (``queue/settle.sql``) whatever the batch, so one round trip."""
         acks: list[tuple[int, str]] = []
-        retries: list[tuple[int, str, float, str | None]] = []
+        retries: list[tuple[int, str, float, str | None, bool]] = []
         for message in messages:
             if message.settlement is None:
                 continue
@@ -279,7 +279,8 @@ class PostgresQueue(BaseQueue):
             if message.settlement == "ack":
                 acks.append((id_, lease))
             else:
-                retries.append((id_, lease, float(message.delay_seconds), message.last_error))
+                delay = float(message.delay_seconds)
+                retries.append((id_, lease, delay, message.last_error, message.handed_back))
         if not acks and not retries:
             return
         self.ensure_configured()
@@ -290,6 +291,7 @@ class PostgresQueue(BaseQueue):
             "retry_leases": [retry[1] for retry in retries],
             "delays": [retry[2] for retry in retries],
             "errors": [retry[3] for retry in retries],
+            "unrun": [retry[4] for retry in retries],
             "channel": self.channel,
         }
         [(settled, _woken)] = statements.run(self.database, "queue/settle.sql", params)
