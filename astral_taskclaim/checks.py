@@ -30,6 +30,8 @@ E031       error    A ``@claimed_task``'s queue is not in ``TASKCLAIM_QUEUES``.
 W032       warning  pg_cron is loaded but no job deletes this database's
                     expired claims.
 E033       error    A ``ClaimTaskBackend`` in ``TASKS`` has a wrong option.
+W036       warning  A PostgreSQL queue holds messages, but no claimed task (nor
+                    Django Tasks backend) of this project consumes it.
 W040       warning  A connection pooler relays ``TASKCLAIM_DATABASE`` and
                     ``DISABLE_SERVER_SIDE_CURSORS`` is not set.
 W041       warning  A connection pooler relays ``TASKCLAIM_DATABASE`` and
@@ -39,29 +41,32 @@ E050       error    A schedule cannot work: a bad cron expression or time zone,
                     ``TASKCLAIM_SCHEDULES`` entry (the message names the task).
 =========  =======  ==========================================================
 
-E002 to E005, W030, W032, W040 and W041 ask the server, so they run with ``manage.py
-check --database`` and before ``migrate``, like Django's own database checks.
+E002 to E005, W030, W032, W036, W040 and W041 ask the server, so they run
+with ``manage.py check --database`` and before ``migrate``, like Django's own database checks.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 from django.apps import apps
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
+from django.core.management.commands.migrate import Command as Migrate
 from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.core.conf import AppSettings, app_settings
 from astral_taskclaim.core.not_migrated import advice, missing_tables
 from astral_taskclaim.db import roles
 from astral_taskclaim.db.connections import PROBE, server_version
 from astral_taskclaim.db.cron import has_cleanup_job
 from astral_taskclaim.fields import DbSlugField
 from astral_taskclaim.functions import Slug
-from astral_taskclaim.queues import check_queue
+from astral_taskclaim.queues import check_queue, create_queue
+from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.schedules import Schedule, from_settings, schedules
 from astral_taskclaim.tasks import registry
 
@@ -75,8 +80,10 @@ def check_settings(**kwargs: Any) -> list[checks.CheckMessage]:
     """E006 for a malformed setting, E001 for a database that is not PostgreSQL."""
     try:
         alias = app_settings.DATABASE
-        for name in ("ADMIN_ROLE", "SERVICE_ROLE", "QUEUES", "DELAY_SCALE", "ASYNC_POOL", "UPKEEP"):
-            getattr(app_settings, name)
+        # Every setting, so one added to AppSettings is checked too.
+        for name, member in vars(AppSettings).items():
+            if isinstance(member, property):
+                getattr(app_settings, name)
     except ImproperlyConfigured as error:
         return [checks.Error(str(error), id=ID.format("E006"))]
     vendor = connections[alias].vendor
@@ -172,6 +179,18 @@ def check_queues(**kwargs: Any) -> list[checks.CheckMessage]:
     return [message for alias in aliases for message in check_queue(alias)]
 
 
+def _run_by_migrate() -> bool:
+    """Whether ``manage.py migrate`` runs these checks (it does before it
+    migrates): W030 there would tell it to run itself."""
+    # The command's own frames (Django 5.2 checks in handle(), 6 in execute()).
+    frame = sys._getframe(1)
+    while frame is not None:
+        if isinstance(frame.f_locals.get("self"), Migrate):
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
 @checks.register(checks.Tags.database)
 def check_server(
     databases: Sequence[str] | None = None, **kwargs: Any
@@ -211,7 +230,7 @@ def check_server(
                 id=ID.format("W004"),
             )
         )
-    if absent:
+    if absent and not _run_by_migrate():
         messages.append(
             checks.Warning(
                 f"astral_taskclaim is not migrated in database {alias!r} "
@@ -303,3 +322,43 @@ def check_schedules(**kwargs: Any) -> list[checks.CheckMessage]:
         for schedule in found
         if (problem := schedule_problem(schedule)) is not None
     ]
+
+
+@checks.register(checks.Tags.database)
+def check_unconsumed_queues(
+    databases: Sequence[str] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """W036 for a PostgreSQL queue holding messages that no registered task
+    consumes: its workers would stop at start, the messages wait forever."""
+    try:
+        aliases = list(app_settings.QUEUES)
+    except ImproperlyConfigured:
+        return []  # reported as E006
+    messages: list[checks.CheckMessage] = []
+    for alias in aliases:
+        try:
+            registry.get(alias)
+            continue
+        except LookupError:
+            pass
+        try:
+            queue = create_queue(alias)
+            if not isinstance(queue, PostgresQueue) or queue.database not in (databases or ()):
+                continue
+            status = queue.status()
+        except (ImproperlyConfigured, DatabaseError):
+            continue  # E010 to E014, W007 or W030 says why
+        held = (status.ready or 0) + (status.delayed or 0) + (status.leased or 0)
+        if held:
+            messages.append(
+                checks.Warning(
+                    f"queue {alias!r} holds {held} messages, but no claimed task of this "
+                    "project consumes it: they wait until one is registered.",
+                    hint="Claimed tasks are registered when their module is imported: each "
+                    "installed app's tasks.py is, at start-up; import a task declared "
+                    "elsewhere (say jobs.py) from there.",
+                    obj=alias,
+                    id=ID.format("W036"),
+                )
+            )
+    return messages

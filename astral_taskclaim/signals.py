@@ -20,6 +20,12 @@ Signal                 Sent when, and its extra arguments
                        ``error``.
 =====================  ==============================================================
 
+Django matches a receiver's ``sender`` by identity, not equality, and a
+worker's queue name is a string of its own (read from its command line), so
+connect with :func:`queue_sender`: ``@receiver(task_gave_up,
+sender=queue_sender("refresh"))``. The ``sender`` a receiver gets is that
+same string, equal to the queue's name.
+
 A malformed body or an unparseable task sends none. Receivers run in the
 consuming thread, before the claim is written and the message settled. A
 receiver that raises does not change what happens to the
@@ -30,13 +36,14 @@ task: its error is logged on the ``astral_taskclaim.signals`` logger
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 from django.dispatch import Signal
 
 from astral_taskclaim.core.envelope import Envelope
 
-__all__ = ["task_finished", "task_gave_up", "task_retried", "task_started"]
+__all__ = ["queue_sender", "task_finished", "task_gave_up", "task_retried", "task_started"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +51,14 @@ task_started = Signal()
 task_finished = Signal()
 task_retried = Signal()
 task_gave_up = Signal()
+
+
+def queue_sender(queue: str) -> str:
+    """The ``sender`` the signals of queue ``queue`` (its name) are sent
+    with: one string object per name in a process, so a receiver connected
+    with ``sender=queue_sender(name)`` matches, however the worker came by
+    the name."""
+    return sys.intern(queue)
 
 
 def send(
@@ -57,7 +72,7 @@ def send(
     if not signal.receivers:
         return
     arguments = {"key": found.key, "claim": found.claim, "attempts": attempts, "task": task}
-    for receiver, response in signal.send_robust(queue, **arguments, **more):
+    for receiver, response in signal.send_robust(queue_sender(queue), **arguments, **more):
         if isinstance(response, Exception):
             logger.error(
                 "%s task %s: signal receiver %r failed",

@@ -224,13 +224,17 @@ class TaskRegistry:
             task = self._tasks.get(queue)
             known = self.describe()
         if task is None:
-            raise LookupError(f"no claimed task is registered for queue {queue!r}; {known}")
+            raise LookupError(
+                f"no claimed task is registered for queue {queue!r}; {known}. Claimed tasks "
+                "are registered when their module is imported: each installed app's tasks.py "
+                "is, at start-up; import a task declared elsewhere from there"
+            )
         return task
 
     def describe(self) -> str:
         """``registered: queue → task, ...`` (or that there are none)."""
         if not self._tasks:
-            return "no claimed tasks are registered (is the app's tasks module imported?)"
+            return "no claimed tasks are registered"
         pairs = (f"{queue} → {task.name}" for queue, task in sorted(self._tasks.items()))
         return "registered: " + ", ".join(pairs)
 

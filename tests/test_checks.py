@@ -12,7 +12,9 @@ from django.db import connection
 from django.test import override_settings
 
 from astral_taskclaim import checks
+from astral_taskclaim.core.envelope import message_body
 from astral_taskclaim.db import cron
+from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import registry
 
 pytestmark = pytest.mark.django_db
@@ -85,6 +87,8 @@ def test_e005_configured_role_missing() -> None:
         {"TASKCLAIM_QUEUES": ["default"]},
         {"TASKCLAIM_ASYNC_POOL": 0},
         {"TASKCLAIM_ASYNC_POOL": "10"},
+        {"TASKCLAIM_TASK_RESULTS_RETENTION": "7d"},
+        {"TASKCLAIM_TASK_RESULTS_RETENTION": -1},
     ],
 )
 def test_e006_malformed_setting(overrides: dict[str, object]) -> None:
@@ -174,3 +178,20 @@ def test_w032_when_no_pg_cron_job_cleans_the_database_and_schedule_fixes_it() ->
         call_command("taskclaim_delete_expired", "--schedule", stdout=out)
     assert out.getvalue() == f"pg_cron deletes expired claims in {database}.\n"
     assert cron.has_cleanup_job(connection) is True
+
+
+def test_w034_a_queue_holding_messages_no_registered_task_consumes() -> None:
+    backend = {"BACKEND": "astral_taskclaim.queues.postgres.PostgresQueue"}
+    with override_settings(TASKCLAIM_QUEUES={"default": backend, "jobs": backend}):
+        assert checks.check_unconsumed_queues(databases=["default"]) == []  # empty: no noise
+        PostgresQueue("jobs").send(message_body("k", "t", 60, {"id": 1}))
+        [warning] = checks.check_unconsumed_queues(databases=["default"])
+        assert warning.id == "astral_taskclaim.W036"
+        assert warning.msg.startswith("queue 'jobs' holds 1 messages, but no claimed task")
+        assert "tasks.py" in warning.hint
+        assert checks.check_unconsumed_queues() == []  # only with --database
+        registry.task(queue="jobs", name="tests.jobs")(print)
+        try:
+            assert checks.check_unconsumed_queues(databases=["default"]) == []
+        finally:
+            registry.unregister("jobs")

@@ -218,3 +218,7 @@ class LargeTableAdmin:
     paginator: ClassVar[type] = EstimatedCountPaginator
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER
+
+    class Media:
+        # Long keys, tokens and errors wrap, so every column fits 1280 px.
+        css: ClassVar[dict[str, tuple[str, ...]]] = {"all": ("astral_taskclaim/changelist.css",)}

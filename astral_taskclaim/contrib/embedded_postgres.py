@@ -12,7 +12,9 @@ gives ``$DATABASE_URL``'s database when that is set, and otherwise starts
 cluster (a few seconds); later ones start it in about a second, and a
 process joining a running server pays nothing. The server listens on a Unix
 socket only. It stops when the last process using it exits normally (also
-on Ctrl-C, or on SIGTERM where :func:`stop_on_sigterm` is installed);
+on Ctrl-C, or on SIGTERM: a process that starts or joins it without a
+SIGTERM handler of its own, ``runserver --noreload`` say, gets
+:func:`stop_on_sigterm`);
 processes killed outright leave their PIDs behind in
 ``.pgdata/.handle_pids.json``, and those are dropped at the next start and
 exit, so they never keep the server running.
@@ -24,6 +26,7 @@ import atexit
 import json
 import os
 import signal
+import threading
 import warnings
 from pathlib import Path
 from types import FrameType
@@ -76,6 +79,10 @@ def start(data_dir: str | os.PathLike[str]) -> str:
     # Registered after the server's own exit hook, so it runs first (atexit
     # is last in, first out): the server then sees only live processes.
     atexit.register(forget_dead_handles, path)
+    # Python's default SIGTERM skips the exit hooks that stop the server.
+    main = threading.current_thread() is threading.main_thread()
+    if main and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        stop_on_sigterm()
     socket_dir = server.get_postmaster_info().socket_dir
     return f"postgres://postgres@/postgres?host={quote(str(socket_dir), safe='/')}"
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
 import psycopg
+from django.apps import apps
 from django.db import ProgrammingError, connections
 
 P = ParamSpec("P")
@@ -34,8 +35,12 @@ class NotMigratedError(ProgrammingError):
 
 
 def advice(alias: str | None) -> str:
-    """What to run: ``manage.py migrate``, naming a database other than the default."""
+    """What to run: ``manage.py migrate``, naming a database other than the
+    default; first adding the app to ``INSTALLED_APPS`` if it is missing
+    there, as ``migrate`` then has nothing of the app's to apply."""
     flag = f" --database {alias}" if alias and alias != "default" else ""
+    if not apps.is_installed("astral_taskclaim"):
+        return f'add "astral_taskclaim" to INSTALLED_APPS, then run `manage.py migrate{flag}`'
     return f"run `manage.py migrate{flag}`"
 
 

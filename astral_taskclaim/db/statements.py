@@ -38,12 +38,14 @@ its statements run through Django's cursor as they are, unprepared.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Mapping
 from functools import cache
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import psycopg
+from django.core.exceptions import SynchronousOnlyOperation
 from django.core.signals import setting_changed
 from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -53,7 +55,36 @@ from astral_taskclaim.core.not_migrated import explains_missing_tables
 from astral_taskclaim.db import sqlfiles
 from astral_taskclaim.db.connections import drop_if_read_only, known_pooler, pooled
 
-__all__ = ["Connector", "configured_alias", "may_prepare", "run"]
+__all__ = ["Connector", "configured_alias", "explains_event_loop", "may_prepare", "run"]
+
+#: What a sync call on the event loop says, in place of Django's advice
+#: (``sync_to_async``, one thread for every request's claim).
+ON_EVENT_LOOP = (
+    "astral_taskclaim's synchronous API was called from async code (an async view?): await "
+    "its async twin instead, aenqueue_claimed() for enqueue_claimed() or a claimed task's "
+    ".enqueue(), a Django Task's aenqueue() for enqueue(), aclaim_task() for claim_task(); "
+    "they run on the event loop without a thread"
+)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def explains_event_loop(function: Callable[P, R]) -> Callable[P, R]:
+    """Decorates a function running the app's SQL: Django's
+    ``SynchronousOnlyOperation`` (a blocking connection used on an event
+    loop) is raised again naming the async functions to call instead."""
+
+    @functools.wraps(function)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return function(*args, **kwargs)
+        except SynchronousOnlyOperation as error:
+            raise SynchronousOnlyOperation(ON_EVENT_LOOP) from error
+
+    return wrapper
+
 
 #: The ``prepare_threshold`` a connection gets when the connector turns
 #: preparing on: statements that ask for it (``prepare=True``) are prepared
@@ -184,6 +215,7 @@ class Connector:
         return not relayed
 
     @explains_missing_tables
+    @explains_event_loop
     def _run(
         self, path: str, params: Mapping[str, Any] | None, *, prepare: bool
     ) -> tuple[Rows, int]:

@@ -5,6 +5,7 @@ its log on the command's stderr."""
 from __future__ import annotations
 
 import logging
+import sys
 from abc import abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -82,22 +83,42 @@ class QueueLoopCommand(BaseCommand, Generic[L]):
 
 @contextmanager
 def console_log(stderr: OutputWrapper, verbosity: int) -> Iterator[None]:
-    """Shows the app's log records at ``verbosity`` on a command's
-    ``stderr`` while running."""
+    """Shows the app's log records at ``verbosity`` while running: on the
+    command's ``stderr``, or only through the project's own console handler
+    when ``LOGGING`` gives the app one (each record printed once). The
+    verbosity sets the app logger's level either way, so ``-v 0`` keeps
+    ``INFO`` lines out of the project's handlers too."""
     level = LEVELS.get(verbosity, logging.DEBUG)
-    handler = logging.StreamHandler(_Unstyled(stderr))
-    handler.setLevel(level)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     logger = logging.getLogger("astral_taskclaim")
     previous = logger.level
-    if logger.getEffectiveLevel() > level:
+    handler = None if _prints_to_console(logger) else logging.StreamHandler(_Unstyled(stderr))
+    if handler is not None:
+        handler.setLevel(level)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logger.addHandler(handler)
+    # Lowered for -v 2; raised for -v 0 only where the records reach a
+    # console anyway (a file or a pipeline of the project keeps its level).
+    if logger.getEffectiveLevel() > level or handler is None:
         logger.setLevel(level)
-    logger.addHandler(handler)
     try:
         yield
     finally:
-        logger.removeHandler(handler)
+        if handler is not None:
+            logger.removeHandler(handler)
         logger.setLevel(previous)
+
+
+def _prints_to_console(logger: logging.Logger) -> bool:
+    """Whether a handler the records of ``logger`` reach writes to the
+    process's stderr or stdout (a project's ``LOGGING`` console handler)."""
+    current: logging.Logger | None = logger
+    while current is not None:
+        for handler in current.handlers:
+            stream = getattr(handler, "stream", None)
+            if not isinstance(handler, logging.FileHandler) and stream in (sys.stderr, sys.stdout):
+                return True
+        current = current.parent if current.propagate else None
+    return False
 
 
 class _Unstyled:

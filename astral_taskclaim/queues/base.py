@@ -52,13 +52,11 @@ class PartlySentError(QueueError):
 
 @dataclass(eq=False)
 class ReceivedMessage:
-    """One delivered message, as ``consume_claimed`` settles it.
-
-    ``attempts`` counts deliveries, this one included (1 on the first).
-    ``ack()`` and ``retry()`` only record the decision; the backend applies
-    it in :meth:`BaseQueue.settle`. ``receipt`` is the backend's handle
-    (lease id, receipt handle, row id).
-    """
+    """One delivered message, as ``consume_claimed`` settles it: ``attempts``
+    counts deliveries, this one included (1 on the first); ``ack()``,
+    ``retry()`` and ``hand_back()`` only record the decision, which the backend
+    applies in :meth:`BaseQueue.settle`; ``receipt`` is the backend's handle
+    (lease id, receipt handle, row id)."""
 
     body: Any
     attempts: int
@@ -71,6 +69,7 @@ class ReceivedMessage:
     last_error: str | None = field(default=None, init=False)
     #: The claimed task's run it carried, for the history (:mod:`.runs`).
     run: RunRecord | None = field(default=None, init=False)
+    handed_back: bool = field(default=False, init=False)
 
     def ack(self) -> None:
         """Done with the message: the queue deletes it."""
@@ -80,6 +79,11 @@ class ReceivedMessage:
         """Deliver the message again after ``delay_seconds``."""
         self.delay_seconds = check_delay_seconds(delay_seconds, MAX_DELAY_SECONDS)
         self.settlement = "retry"
+
+    def hand_back(self) -> None:
+        """Deliver again at once, unrun: not an attempt where the queue can tell (PostgreSQL)."""
+        self.retry(delay_seconds=0)
+        self.handed_back = True
 
 
 @dataclass(frozen=True)
@@ -300,8 +304,7 @@ class BaseQueue(ABC):
         lease's expiry (and redelivered)."""
 
     def lease_seconds(self) -> float | None:
-        """Seconds a :meth:`receive` leases its messages for, when known
-        (``None``: the engine decides, and this backend cannot tell)."""
+        """Seconds a :meth:`receive` leases its messages for (``None``: unknown)."""
         return None
 
     def extend_leases(

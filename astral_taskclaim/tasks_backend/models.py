@@ -29,8 +29,18 @@ class StoredTaskResult(SqlOwnedModel):
     id = models.UUIDField(_("id"), primary_key=True)
     task_path = models.TextField(_("task"))
     backend = models.TextField(_("backend"))
-    queue_name = models.TextField(_("queue name"))
-    queue = models.TextField(_("queue"), help_text=_("The TASKCLAIM_QUEUES alias."))
+    # Two "queues": Django's name for the Task's queue, and the queue it
+    # travels on; the labels say which is which.
+    queue_name = models.TextField(
+        _("Task queue_name"),
+        help_text=_("The Task's queue_name (one of the backend's QUEUES)."),
+    )
+    queue = models.TextField(
+        _("TASKCLAIM_QUEUES alias"),
+        help_text=_(
+            "The TASKCLAIM_QUEUES alias the run travels on: manage.py consume_claimed runs it."
+        ),
+    )
     priority = models.SmallIntegerField(_("priority"), default=0)
     run_after = LoadableDateTimeField(_("run after"), null=True, blank=True)
     # NULL, not "": a run that does not coalesce has no key at all.

@@ -253,7 +253,7 @@ class Worker:
             done = self._run(batch, summary, keeper)
         returned = [m for m in batch.messages[done:] if keeper is None or not keeper.lost(m)]
         for message in returned:
-            message.retry(delay_seconds=0)
+            message.hand_back()
         summary.returned = len(returned)
         stats.merge(summary)
         self._settle(batch.messages)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.db import connection
 
 from tests.admin.data import PASSWORD, add_message, claim_keys, envelope, staff
 from tests.claimkit import insert_claim
@@ -118,3 +119,27 @@ def test_message_task_is_shown_not_run(page: Any) -> None:
     expect(task).to_contain_text('"html": "<script>alert(1)</script>"')
     shot(page, "message-detail")
     assert dialogs == []
+
+
+def test_at_1280_px_the_token_and_last_error_columns_are_in_view(page: Any) -> None:
+    # As a newcomer's laptop shows them: the widest cells a list has.
+    insert_claim("project:" + "4" * 60, seconds=600)
+    message_id = add_message("default", envelope("project:" + "4" * 60, {"id": 4}))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE taskclaim.message SET last_error = %s WHERE id = %s",
+            ["RuntimeError: " + "the slow API answered 503 Service Unavailable " * 8, message_id],
+        )
+    User.objects.create_superuser("laptop", password=PASSWORD)
+    log_in(page, "laptop")
+    for path, column in (("claim", "column-token"), ("queuemessage", "column-last_error")):
+        page.goto(f"/admin/astral_taskclaim/{path}/")
+        shot(page, f"{path}-changelist-1280")
+        expect(page.locator(f"#result_list th.{column}")).to_be_visible()
+        # No column hidden past the list's right edge (it would scroll).
+        shown = page.locator("#changelist .results").bounding_box()
+        assert shown is not None
+        for header in page.locator("#result_list thead th").all():
+            box = header.bounding_box()
+            assert box is not None
+            assert box["x"] + box["width"] <= shown["x"] + shown["width"] + 1, (path, box, shown)

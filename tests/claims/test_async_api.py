@@ -20,6 +20,7 @@ from astral_taskclaim import (
     ahold_task,
     arelease_task,
     claim_task,
+    enqueue_claimed,
 )
 from astral_taskclaim.claims import async_api as aio
 from astral_taskclaim.core.envelope import message_body
@@ -87,12 +88,24 @@ def test_concurrent_aclaims_of_one_key_on_one_loop_yield_exactly_one_token() -> 
 
 def test_aclaim_works_where_the_sync_call_raises_synchronous_only() -> None:
     async def both() -> str | None:
-        with pytest.raises(SynchronousOnlyOperation):
+        with pytest.raises(SynchronousOnlyOperation, match=r"aclaim_task\(\) for claim_task"):
             claim_task("sync", window_seconds=60)
         return await aclaim_task("async", window_seconds=60)
 
     assert run(both()) is not None
     assert set(claims()) == {"async"}
+
+
+def test_sync_enqueues_in_async_code_name_their_async_twins() -> None:
+    # An async view calling the sync API: the error says what to await.
+    async def view() -> None:
+        with pytest.raises(SynchronousOnlyOperation) as raised:
+            enqueue_claimed(PostgresQueue("default"), "sync", 1, window_seconds=60)
+        assert "aenqueue_claimed() for enqueue_claimed()" in str(raised.value)
+        assert "aenqueue() for enqueue()" in str(raised.value)
+
+    run(view())
+    assert claims() == {}
 
 
 # ahold_task and arelease_task

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -48,3 +50,22 @@ def database_url(application_name: str) -> str:
         query["host"], host = host, ""
     port = f":{settings['PORT']}" if settings["PORT"] else ""
     return f"postgres://{user}{password}@{host}{port}/{settings['NAME']}?{urlencode(query)}"
+
+
+def build_wheel(out: Path) -> Path:
+    """The wheel of this tree, built into ``out``."""
+    root = Path(__file__).resolve().parents[2]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--quiet",
+        "--no-deps",
+        "-w",
+        str(out),
+        str(root),
+    ]
+    subprocess.run(command, check=True, capture_output=True)
+    (built,) = out.glob("astral_taskclaim-*.whl")
+    return built

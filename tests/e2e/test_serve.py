@@ -73,3 +73,32 @@ def test_serve_stops_its_embedded_server(tmp_path: Path, stop: signal.Signals) -
                 serve.kill()
     assert not (data / "postmaster.pid").exists(), log.read_text()
     assert json.loads((data / ".handle_pids.json").read_text()) == []
+
+
+def test_runserver_noreload_stopped_with_sigterm_stops_its_embedded_server(tmp_path: Path) -> None:
+    # No SIGTERM handler of its own: the embedded server's module installs one.
+    data = tmp_path / "pgdata"
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE")
+    }
+    env.update(TASKCLAIM_PGDATA=str(data))
+    log = tmp_path / "runserver.log"
+    command = ["manage.py", "runserver", "--noreload", f"127.0.0.1:{free_port()}"]
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [sys.executable, *command],
+            cwd=BASE_DIR / "example_project",
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            wait_for(lambda: "Quit the server with" in log.read_text(), "runserver", timeout=120)
+            assert (data / "postmaster.pid").exists()
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=60)
+        finally:
+            if server.poll() is None:
+                server.kill()
+    assert not (data / "postmaster.pid").exists(), log.read_text()
+    assert json.loads((data / ".handle_pids.json").read_text()) == []

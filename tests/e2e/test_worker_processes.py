@@ -117,11 +117,12 @@ def test_first_sigterm_finishes_the_message_settles_the_batch_and_exits_0(
     holder.execute("SELECT pg_advisory_unlock(%s)", [key])
     assert worker.wait() == 0, worker.output()
     assert [run["id"] for run in e2e.runs()] == [1]
-    # 1 acked; 2 and 3 never ran and are back in the queue, visible now.
+    # 1 acked; 2 and 3 never ran and are back in the queue, visible now,
+    # their delivery not counted as an attempt.
     left = e2e.messages()
     assert [(id_, attempts, leased) for id_, attempts, leased, _ in left] == [
-        (2, 1, False),
-        (3, 1, False),
+        (2, 0, False),
+        (3, 0, False),
     ]
     assert all(due <= 0 for *_, due in left)
     # Nothing is lost: the next worker runs them.
@@ -176,6 +177,34 @@ def test_a_database_restart_mid_run_loses_nothing(e2e: E2E) -> None:
     assert worker.stop(signal.SIGTERM) == 0, worker.output()
     assert sorted({run["id"] for run in e2e.runs()}) == [1, 2, 3, 4, 5, 6]
     assert "reconnecting in" in worker.output()
+
+
+def test_a_receiver_connected_with_queue_sender_hears_the_worker_process(e2e: E2E) -> None:
+    # The worker reads its queue's name from its command line: a string
+    # equal to the receiver's literal, never the same object by itself.
+    e2e.enqueue(1)
+    assert e2e.start("--burst").wait() == 0
+    heard = json_lines(e2e.tmp / "runs.jsonl.signals")
+    assert heard == [{"sender": "e2e", "key": "e2e:1", "attempts": 1}]
+
+
+@pytest.mark.parametrize(("verbosity", "batch_lines"), [("0", 0), ("1", 1), ("2", 1)])
+def test_the_recommended_logging_respects_verbosity_and_prints_each_record_once(
+    e2e: E2E, verbosity: str, batch_lines: int
+) -> None:
+    e2e.enqueue(1)
+    env = {
+        "TASKCLAIM_E2E_QUEUES": postgres_queues("e2e", e2e.options()),
+        "TASKCLAIM_E2E_DOCS_LOGGING": "1",
+    }
+    worker = e2e.group.start("e2e", "--burst", "--wait", "0", "-v", verbosity, env=env)
+    assert worker.wait() == 0, worker.output()
+    output = worker.output()
+    logged = [line for line in output.splitlines() if " INFO " in line]
+    batches = [line for line in logged if "1 received, 1 ok" in line]
+    assert len(batches) == batch_lines, output
+    # In the project's format, which names the logger.
+    assert all(" INFO astral_taskclaim." in line for line in logged), output
 
 
 def test_a_retry_is_not_delivered_before_its_delay(e2e: E2E) -> None:

@@ -66,6 +66,15 @@ def test_the_detail_page_shows_each_errors_traceback_and_the_message_its_last_er
     assert "Boom: attempt failed (1 to go)" in messages.content.decode()
 
 
+def test_the_detail_page_says_which_queue_is_which(staff: Any) -> None:
+    result = jobs.add.enqueue(1, 2)
+    url = reverse("admin:astral_taskclaim_storedtaskresult_change", args=(result.id,))
+    page = staff().get(url).content.decode()
+    # Django's name of the Task's queue, and the queue the run travels on.
+    assert "Task queue_name:</label>" in page
+    assert "TASKCLAIM_QUEUES alias:</label>" in page
+
+
 def test_cancel_needs_the_change_permission_and_stops_the_run(staff: Any) -> None:
     result = jobs.add.enqueue(1, 2)
     url = reverse(CHANGELIST)

@@ -129,7 +129,8 @@ def test_stop_finishes_the_message_and_returns_the_rest(queue: PostgresQueue) ->
     stats = worker.run()
     assert ran == [1, 2]
     assert (stats.ok, stats.returned) == (2, 2)
-    assert rows(queue) == [(3, 1, False, True), (4, 1, False, True)]  # visible again at once
+    # Visible again at once, and not counted as attempts: they never ran.
+    assert rows(queue) == [(3, 0, False, True), (4, 0, False, True)]
 
 
 def test_the_second_signal_exits_at_once(

@@ -25,7 +25,8 @@ from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, message_body
 from astral_taskclaim.core.logtext import printable
-from astral_taskclaim.core.validation import check_encodes, validate_key, validate_seconds
+from astral_taskclaim.core.not_migrated import NotMigratedError
+from astral_taskclaim.core.validation import check_encodes, validate_key, validate_window
 from astral_taskclaim.management.base import add_database_argument, database_argument
 from astral_taskclaim.queues import BaseQueue, create_queue, unknown_queue
 from astral_taskclaim.tasks import registry
@@ -94,7 +95,12 @@ class Command(BaseCommand):
         except ValueError as error:
             raise CommandError(f"--task is {error}") from None
         item = self._item({"key": options["key"], "task": task}, queue, default_window, "")
-        token = enqueue_claimed(queue, item.key, item.task, window_seconds=item.window, using=using)
+        try:
+            token = enqueue_claimed(
+                queue, item.key, item.task, window_seconds=item.window, using=using
+            )
+        except NotMigratedError as error:
+            raise CommandError(str(error)) from error
         if token is None:
             # Coalesced into the task already queued: an outcome, not a failure.
             self.stderr.write(
@@ -135,7 +141,9 @@ class Command(BaseCommand):
             raise CommandError(f"{where}no window: give --window (or 'window' on each line)")
         try:
             key = validate_key(fields["key"])
-            window = validate_seconds(window, name="window")
+            # The rules enqueue_claimed applies (more than 0 included), so
+            # no line fails after earlier lines were sent.
+            window = validate_window(window, name="window")
             # The body a real token will make, so a too-big task fails before any send.
             check_encodes(queue, [message_body(key, PLACEHOLDER_TOKEN, window, fields["task"])])
         except (TypeError, ValueError) as error:
@@ -183,6 +191,8 @@ class Command(BaseCommand):
                 tokens = enqueue_claimed_many(
                     queue, pairs, window_seconds=batch[0].window, using=using
                 )
+            except NotMigratedError as error:
+                raise CommandError(str(error)) from error
             except Exception as error:
                 raise CommandError(
                     f"lines {done + 1}-{done + len(batch)} (from {batch[0].key!r}) failed after "
@@ -234,7 +244,7 @@ def _window(text: str) -> float:
         except ValueError:
             raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
     try:
-        return validate_seconds(seconds, name="window")
+        return validate_window(seconds, name="window")
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error).removeprefix("window ")) from None
 

@@ -274,7 +274,7 @@ class PostgresQueue(BaseQueue):
         the messages carry (:func:`~astral_taskclaim.queues.runs.settle_recording`):
         one statement (``queue/settle.sql``) whatever the batch, so one round trip."""
         acks: list[tuple[int, str]] = []
-        retries: list[tuple[int, str, float, str | None]] = []
+        retries: list[tuple[int, str, float, str | None, bool]] = []
         runs: list[tuple[int | None, RunRecord]] = []
         for message in messages:
             if message.settlement is None:
@@ -285,7 +285,8 @@ class PostgresQueue(BaseQueue):
             if message.settlement == "ack":
                 acks.append((id_, lease))
             else:
-                retries.append((id_, lease, float(message.delay_seconds), message.last_error))
+                delay = float(message.delay_seconds)
+                retries.append((id_, lease, delay, message.last_error, message.handed_back))
         if not acks and not retries:
             return
         self.ensure_configured()
@@ -296,6 +297,7 @@ class PostgresQueue(BaseQueue):
             "retry_leases": [retry[1] for retry in retries],
             "delays": [retry[2] for retry in retries],
             "errors": [retry[3] for retry in retries],
+            "unrun": [retry[4] for retry in retries],
             "channel": self.channel,
         }
         rows = settle_recording(self.database, "queue/settle.sql", params, runs, queue=self.alias)

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from django.db import connection
+from django.dispatch import receiver
 
+from astral_taskclaim.signals import queue_sender, task_finished
 from astral_taskclaim.tasks import claimed_task
 
 
@@ -42,3 +44,11 @@ def e2e_task(task: dict[str, Any]) -> None:
             cursor.execute("SELECT pg_advisory_unlock(%s)", [task["block"]])
     if run == 1 and task.get("fail_first"):
         raise RuntimeError(f"task {task['id']} fails its first run")
+
+
+@receiver(task_finished, sender=queue_sender("e2e"))
+def record_finished(sender: str, key: str, attempts: int, **kwargs: Any) -> None:
+    """Appends ``{"sender", "key", "attempts"}`` to ``log`` + ``.signals``:
+    the receiver the docs show, connected as they say."""
+    with Path(kwargs["task"]["log"] + ".signals").open("a", encoding="utf-8") as stream:
+        stream.write(json.dumps({"sender": sender, "key": key, "attempts": attempts}) + "\n")

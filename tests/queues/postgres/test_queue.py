@@ -144,6 +144,17 @@ def test_ack_deletes_and_retry_delays(make_queue: MakeQueue) -> None:
     assert (again.body, again.attempts) == ({"n": 2}, 2)
 
 
+def test_a_hand_back_is_visible_at_once_and_not_an_attempt(make_queue: MakeQueue) -> None:
+    queue = make_queue()
+    queue.send_many([{"n": 1}, {"n": 2}])
+    one, two = queue.receive(max_messages=2).messages
+    one.hand_back()  # never ran: a stop, a database error
+    two.retry(delay_seconds=0)  # ran and failed: an attempt
+    queue.settle([one, two])
+    again = queue.receive(max_messages=2).messages
+    assert [(m.body, m.attempts) for m in again] == [({"n": 1}, 1), ({"n": 2}, 2)]
+
+
 def test_unsettled_messages_keep_their_lease(make_queue: MakeQueue) -> None:
     queue = make_queue(visibility_timeout=600)
     queue.send({"n": 1})

@@ -1,8 +1,10 @@
 -- Settles a received batch in one statement: deletes the acked messages,
 -- shows each retried one again after its delay (seconds), noting the error
--- of its failed run, and wakes the queue's waiting consumers when a retry is
--- due at once, and records the runs of claimed tasks the messages carried
--- (runs/record.sql; those of messages it settles only). A message is
+-- of its failed run (a message handed back unrun gets its delivery back
+-- from attempts: it was not an attempt), and wakes the queue's waiting
+-- consumers when a retry is due at once, and records the runs of claimed
+-- tasks the messages carried (runs/record.sql; those of messages it settles
+-- only). A message is
 -- settled only while it is still under the lease it was received with: a
 -- settlement that comes after its lease ran out (and the message went to
 -- another consumer) changes nothing. Returns how many it settled.
@@ -21,10 +23,12 @@ retried AS (
   SET visible_at = statement_timestamp() + make_interval(secs => retried.delay),
       lease = NULL,
       leased_at = NULL,
-      last_error = coalesce(retried.error, m.last_error)
+      last_error = coalesce(retried.error, m.last_error),
+      attempts = m.attempts - retried.unrun::int
   FROM unnest(
-    %(retry_ids)s::bigint[], %(retry_leases)s::uuid[], %(delays)s::float8[], %(errors)s::text[]
-  ) AS retried (id, lease, delay, error)
+    %(retry_ids)s::bigint[], %(retry_leases)s::uuid[], %(delays)s::float8[], %(errors)s::text[],
+    %(unrun)s::bool[]
+  ) AS retried (id, lease, delay, error, unrun)
   WHERE m.id = retried.id AND m.lease = retried.lease
   RETURNING m.id, retried.delay
 ),
