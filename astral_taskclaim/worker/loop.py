@@ -39,13 +39,13 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from types import FrameType
-from typing import Any
 
 import psycopg
 from django.db import Error as DjangoDatabaseError
 from django.db import close_old_connections
 
 from astral_taskclaim.consumer.consume import ConsumeSummary
+from astral_taskclaim.consumer.dispatch import QueueConsumer
 from astral_taskclaim.consumer.summary import TaskRun, WorkerStats
 from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.not_migrated import NotMigratedError
@@ -58,7 +58,7 @@ from astral_taskclaim.queues import (
     ReceivedMessage,
     create_queue,
 )
-from astral_taskclaim.tasks import ClaimedTask, registry
+from astral_taskclaim.tasks import registry
 from astral_taskclaim.worker.leases import LeaseKeeper, lease_length
 from astral_taskclaim.worker.shutdown import TwoStageStop
 from astral_taskclaim.worker.side_by_side import SideBySide, default_batch_size, task_run
@@ -104,7 +104,7 @@ class Worker:
         wait: float = 1.0,
         burst: bool = False,
         max_messages: int | None = None,
-        task: ClaimedTask[Any] | None = None,
+        task: QueueConsumer | None = None,
         backend: BaseQueue | None = None,
         using: str | None = None,
         exit: Callable[[int], object] = os._exit,
