@@ -30,6 +30,7 @@ ROWS: list[tuple[str, str, str, str]] = [
     ("8", "round_trips", "round trips per message", "recorded"),
     ("9", "admin_row", "admin on 1,000,000 claims", "index scans"),
     ("10", "django_tasks_row", "Django Tasks backends", "≥ 5x django-tasks-db"),
+    ("11", "io_bound", "I/O-bound tasks side by side, one process", "≥ 0.95x of 500/s"),
 ]
 
 

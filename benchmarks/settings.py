@@ -59,6 +59,9 @@ TASKCLAIM_QUEUES = {
     "bench": {"BACKEND": _POSTGRES},
     "latency": {"BACKEND": _POSTGRES},
     "djtasks": {"BACKEND": _POSTGRES},
+    "io": {"BACKEND": _POSTGRES},
+    "aio": {"BACKEND": _POSTGRES},
+    "mixed": {"BACKEND": _POSTGRES},
 }
 
 MIDDLEWARE = [
