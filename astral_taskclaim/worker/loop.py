@@ -129,9 +129,9 @@ class Worker:
         #: Held for every change of :attr:`stats` (threads share it).
         self.stats_lock = threading.Lock()
         self.on_run = on_run
-        self.stopper = TwoStageStop(
-            "worker", f"consuming {queue}", work="the current message", queue=queue, exit=exit
-        )
+        work = "the current message" if self.concurrency == 1 else "the running messages"
+        name = f"consuming {queue}"
+        self.stopper = TwoStageStop("worker", name, work=work, queue=queue, exit=exit)
         self._backoff = FIRST_BACKOFF
         self._lease_seconds: float | None = None
         self._received_at = 0.0
@@ -147,7 +147,7 @@ class Worker:
         return self.stopper.requested
 
     def stop(self) -> None:
-        """Finishes the running message, settles the batch, then :meth:`run`
+        """Finishes the running message (or messages), settles, then :meth:`run`
         returns. Safe from a signal handler or another thread."""
         self.stopper.request()
 
