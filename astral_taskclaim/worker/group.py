@@ -54,24 +54,28 @@ class WorkerGroup:
         exit: Callable[[int], object] = os._exit,
         **options: Any,
     ) -> None:
+        if not queues:
+            raise ValueError("a WorkerGroup needs at least one queue")
         caps = dict(caps or {})
         unknown = sorted(caps.keys() - set(queues))
         if unknown:
             raise ValueError(f"a concurrency is given for queue {unknown[0]!r}, not consumed")
-        self.stopper = TwoStageStop(
-            "worker", f"consuming {', '.join(queues)}", work="the running messages", exit=exit
-        )
         self.workers: list[Worker] = []
         for queue in queues:
             found = dict(options)
             if queue in caps:
                 found["concurrency"] = caps[queue]
             try:
-                worker = Worker(queue, exit=exit, **found)
+                self.workers.append(Worker(queue, exit=exit, **found))
             except (ImproperlyConfigured, TypeError, ValueError) as error:
                 raise type(error)(f"queue {queue!r}: {error}") from error
-            worker.stopper = self.stopper
-            self.workers.append(worker)
+        # One queue keeps its worker's own stop (its log lines name the queue).
+        self.stopper = self.workers[0].stopper
+        if len(self.workers) > 1:
+            name = f"consuming {', '.join(queues)}"
+            self.stopper = TwoStageStop("worker", name, work="the running messages", exit=exit)
+            for worker in self.workers:
+                worker.stopper = self.stopper
         self._failure: BaseException | None = None
 
     def __repr__(self) -> str:

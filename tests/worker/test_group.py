@@ -133,6 +133,8 @@ def test_bad_arguments_name_the_queue(two_queues: tuple[str, str]) -> None:
     registry.task(queue="fast", name="tests.fast")(print)
     with pytest.raises(ValueError, match="queue 'fast': concurrency must be from 1 or more, got 0"):
         WorkerGroup(["slow", "fast"], caps={"fast": 0})
+    with pytest.raises(ValueError, match="a WorkerGroup needs at least one queue"):
+        WorkerGroup([])
     with pytest.raises(ValueError, match="a concurrency is given for queue 'other', not consumed"):
         WorkerGroup(["slow"], caps={"other": 2})
     registry.unregister("slow")
