@@ -30,6 +30,12 @@ E031       error    A ``@claimed_task``'s queue is not in ``TASKCLAIM_QUEUES``.
 W032       warning  pg_cron is loaded but no job deletes this database's
                     expired claims.
 E033       error    A ``ClaimTaskBackend`` in ``TASKS`` has a wrong option.
+W034       warning  A queue carries several claimed tasks: its messages name
+                    their task, which a TypeScript consumer would ignore, so
+                    do not share the queue with one.
+W035       warning  A queue carries several claimed tasks and none is its
+                    ``default``: a message naming no task (a TypeScript
+                    producer's) is retried, then given up.
 W036       warning  A PostgreSQL queue holds messages, but no claimed task (nor
                     Django Tasks backend) of this project consumes it.
 W040       warning  A connection pooler relays ``TASKCLAIM_DATABASE`` and
@@ -161,6 +167,37 @@ def check_task_queues(**kwargs: Any) -> list[checks.CheckMessage]:
         for task in registry
         if task.queue not in configured
     ]
+
+
+@checks.register()
+def check_shared_queues(**kwargs: Any) -> list[checks.CheckMessage]:
+    """W034 and W035 for each queue with several claimed tasks."""
+    found: list[checks.CheckMessage] = []
+    for queue in sorted({task.queue for task in registry}):
+        tasks = registry.tasks_of(queue)
+        if len(tasks) < 2:
+            continue
+        names = ", ".join(task.name for task in tasks)
+        found.append(
+            checks.Warning(
+                f"queue {queue!r} carries {len(tasks)} claimed tasks ({names}): its messages "
+                "name their task in a field a TypeScript consumer ignores",
+                hint="Consume it with Python workers only, or give each task its own queue.",
+                obj=queue,
+                id=ID.format("W034"),
+            )
+        )
+        if not any(task.default for task in tasks):
+            found.append(
+                checks.Warning(
+                    f"queue {queue!r} has several claimed tasks and no default: a message "
+                    "naming no task (a TypeScript producer's) is retried, then given up",
+                    hint="Declare one of them @claimed_task(default=True).",
+                    obj=queue,
+                    id=ID.format("W035"),
+                )
+            )
+    return found
 
 
 def _ask(connection: BaseDatabaseWrapper, query: str) -> Any:

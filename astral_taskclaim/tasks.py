@@ -13,11 +13,11 @@ In an installed app's ``tasks`` module (imported when Django starts)::
 
     refresh_project.enqueue(f"project:{project.pk}", {"id": project.pk})
 
-and ``manage.py consume_claimed refresh`` runs it. A queue has exactly one
-consumer task, as a queue's consumer has one ``parse``/``run`` in the
-TypeScript package: its messages carry no task name, so the queue says which
-task they are for. Registering a second task (another name) on a queue
-raises ``ImproperlyConfigured``; give each task its own queue.
+and ``manage.py consume_claimed refresh`` runs it. A queue may carry
+several tasks: their messages then name their task in a field of their own
+(:mod:`~astral_taskclaim.consumer.dispatch`), and a message naming none (a
+TypeScript producer's) goes to the task declared ``default=True``. A queue
+with one task sends and reads the TypeScript package's body unchanged.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from django.utils.module_loading import autodiscover_modules
 from astral_taskclaim.claims.async_api import aenqueue_claimed
 from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.consumer.consume import Consumer, ConsumeSummary, MessageConsumer, TaskOptions
+from astral_taskclaim.consumer.dispatch import QueueTasks, naming_task
 from astral_taskclaim.core.validation import validate_max_retries, validate_window
 from astral_taskclaim.queues import MessageBatch, queues
 from astral_taskclaim.queues.runs import HistoryMode, RunNote, history_problem, queue_history
@@ -84,7 +85,13 @@ class ClaimedTask(Generic[T]):
     honoured. ``history`` is what the run history (``taskclaim.run``) keeps
     of its runs: ``"all"``, ``"failures"`` (failed attempts and give-ups)
     or ``"none"``; ``None`` (the default) takes the queue's ``HISTORY``.
+    ``default``: the task of its queue's messages that name none.
+    ``key_namespace``: claim keys as ``"<namespace>:<key>"``, so this task's
+    keys never meet another's (keys are one space for all tasks otherwise).
     """
+
+    #: Whether other tasks may share this task's queue.
+    shareable = True
 
     def __init__(
         self,
@@ -97,6 +104,8 @@ class ClaimedTask(Generic[T]):
         name: str | None,
         window_seconds: float | None,
         history: HistoryMode | None = None,
+        default: bool = False,
+        key_namespace: str | None = None,
     ) -> None:
         if not callable(run):
             raise TypeError(f"a claimed task must decorate a function, got {run!r}")
@@ -115,6 +124,8 @@ class ClaimedTask(Generic[T]):
         if history is not None and (problem := history_problem(history)) is not None:
             raise ValueError(f"history {problem}")
         self.history = history
+        if key_namespace is not None and (not isinstance(key_namespace, str) or not key_namespace):
+            raise ValueError(f"key_namespace must be a non-empty str, got {key_namespace!r}")
         self.run = run
         self.queue = queue
         self.max_retries = max_retries
@@ -122,6 +133,10 @@ class ClaimedTask(Generic[T]):
         self.custom_retry_after_ms = retry_after_ms
         self.name = name or f"{run.__module__}.{run.__qualname__}"  # type: ignore[attr-defined]
         self.window_seconds = window_seconds
+        self.default = bool(default)
+        self.key_namespace = key_namespace
+        #: The registry holding this task, which says whether its queue has others.
+        self.registry: TaskRegistry | None = None
         functools.update_wrapper(self, run)
 
     def __repr__(self) -> str:
@@ -142,13 +157,25 @@ class ClaimedTask(Generic[T]):
         """``enqueue_claimed(queues[self.queue], key, task, ...)``: the claim
         token, or ``None`` while a claim holds ``key``. ``window_seconds``
         defaults to the task's."""
-        return enqueue_claimed(queues[self.queue], key, task, **self._options(options, "enqueue"))
+        found = self._options(options, "enqueue")
+        return enqueue_claimed(self._queue(), self.claim_key(key), task, **found)
 
     async def aenqueue(self, key: str, task: Any, **options: Unpack[EnqueueOptions]) -> str | None:
         """:meth:`enqueue` for async code: ``aenqueue_claimed(queues[self.queue],
         key, task, ...)``, which commits on its own (never in a transaction)."""
         found = self._options(options, "aenqueue")
-        return await aenqueue_claimed(queues[self.queue], key, task, **found)
+        return await aenqueue_claimed(self._queue(), self.claim_key(key), task, **found)
+
+    def claim_key(self, key: str) -> str:
+        """The key claimed for ``key``: in the task's ``key_namespace``, if any."""
+        return key if self.key_namespace is None else f"{self.key_namespace}:{key}"
+
+    def _queue(self) -> Any:
+        """The queue's backend; naming this task when the queue has others."""
+        backend = queues[self.queue]
+        if self.registry is not None and len(self.registry.tasks_of(self.queue)) > 1:
+            return naming_task(backend, self.name)
+        return backend
 
     def _options(self, options: EnqueueOptions, method: str) -> _Resolved:
         """``options`` with the task's window filled in; a ``TypeError`` for
@@ -194,56 +221,73 @@ class _Resolved(TypedDict):
 
 
 class TaskRegistry:
-    """Claimed tasks by queue alias: one task per queue."""
+    """Claimed tasks by queue alias and name."""
 
     def __init__(self) -> None:
-        self._tasks: dict[str, ClaimedTask[Any]] = {}
+        self._tasks: dict[str, dict[str, ClaimedTask[Any]]] = {}
         self._lock = threading.Lock()
 
     def register(self, task: ClaimedTask[Any]) -> ClaimedTask[Any]:
-        """Adds ``task``; the same name again (a re-import) replaces it."""
+        """Adds ``task``; the same name again (a re-import) replaces it.
+        ``ImproperlyConfigured`` for a second default on a queue, or a task
+        that cannot share its queue (a Django Tasks runner) with another."""
         with self._lock:
-            current = self._tasks.get(task.queue)
-            if current is not None and current.name != task.name:
+            others = [t for t in self._tasks.get(task.queue, {}).values() if t.name != task.name]
+            alone = [t for t in (task, *others) if not t.shareable]
+            if others and alone:
+                other = others[0] if alone[0] is task else task
                 raise ImproperlyConfigured(
-                    f"queue {task.queue!r} already has claimed task {current.name}; cannot "
-                    f"register {task.name} too: a queue has one consumer task, so give it "
-                    "its own queue"
+                    f"queue {task.queue!r}: {alone[0].name} cannot share its queue, and "
+                    f"{other.name} is on it too; give each its own queue"
                 )
-            self._tasks[task.queue] = task
+            if task.default and any(t.default for t in others):
+                raise ImproperlyConfigured(
+                    f"queue {task.queue!r} already has a default task; {task.name} cannot be one"
+                )
+            self._tasks.setdefault(task.queue, {})[task.name] = task
+            task.registry = self
         return task
 
-    def unregister(self, queue: str) -> None:
-        """Removes the task of ``queue``, if any."""
+    def unregister(self, queue: str, name: str | None = None) -> None:
+        """Removes the task ``name`` of ``queue`` (every one when ``None``)."""
         with self._lock:
-            self._tasks.pop(queue, None)
+            if name is None:
+                self._tasks.pop(queue, None)
+            else:
+                self._tasks.get(queue, {}).pop(name, None)
 
-    def get(self, queue: str) -> ClaimedTask[Any]:
-        """The task of ``queue``; ``LookupError`` listing the registered ones."""
+    def tasks_of(self, queue: str) -> list[ClaimedTask[Any]]:
+        """The tasks of ``queue``, in the order registered."""
+        return list(self._tasks.get(queue, {}).values())
+
+    def get(self, queue: str) -> ClaimedTask[Any] | QueueTasks:
+        """What consumes ``queue``: its task, or its tasks as a
+        :class:`~astral_taskclaim.consumer.dispatch.QueueTasks` when there
+        are several; ``LookupError`` listing the registered ones."""
         with self._lock:
-            task = self._tasks.get(queue)
+            tasks = self.tasks_of(queue)
             known = self.describe()
-        if task is None:
+        if not tasks:
             raise LookupError(
                 f"no claimed task is registered for queue {queue!r}; {known}. Claimed tasks "
                 "are registered when their module is imported: each installed app's tasks.py "
                 "is, at start-up; import a task declared elsewhere from there"
             )
-        return task
+        return tasks[0] if len(tasks) == 1 else QueueTasks(queue, tasks)
 
     def describe(self) -> str:
         """``registered: queue → task, ...`` (or that there are none)."""
-        if not self._tasks:
-            return "no claimed tasks are registered"
-        pairs = (f"{queue} → {task.name}" for queue, task in sorted(self._tasks.items()))
+        pairs = [f"{q} → {', '.join(tasks)}" for q, tasks in sorted(self._tasks.items()) if tasks]
+        if not pairs:
+            return "no claimed tasks are registered (is the app's tasks module imported?)"
         return "registered: " + ", ".join(pairs)
 
     def __iter__(self) -> Iterator[ClaimedTask[Any]]:
         with self._lock:
-            return iter(list(self._tasks.values()))
+            return iter([task for tasks in self._tasks.values() for task in tasks.values()])
 
     def __len__(self) -> int:
-        return len(self._tasks)
+        return sum(len(tasks) for tasks in self._tasks.values())
 
     @overload
     def task(self, run: Callable[[T], object], /) -> ClaimedTask[T]: ...
@@ -261,6 +305,8 @@ class TaskRegistry:
         name: str | None = ...,
         window_seconds: float | None = ...,
         history: HistoryMode | None = ...,
+        default: bool = ...,
+        key_namespace: str | None = ...,
     ) -> Callable[[Callable[[T], object]], ClaimedTask[T]]: ...
 
     def task(
@@ -275,6 +321,8 @@ class TaskRegistry:
         name: str | None = None,
         window_seconds: float | None = None,
         history: HistoryMode | None = None,
+        default: bool = False,
+        key_namespace: str | None = None,
     ) -> ClaimedTask[T] | Callable[[Callable[[T], object]], ClaimedTask[T]]:
         """Decorator registering a run function as a claimed task (see
         :class:`ClaimedTask`); usable bare or with options."""
@@ -289,6 +337,8 @@ class TaskRegistry:
                 name=name,
                 window_seconds=window_seconds,
                 history=history,
+                default=default,
+                key_namespace=key_namespace,
             )
             self.register(task)
             return task
@@ -300,7 +350,8 @@ class TaskRegistry:
 registry = TaskRegistry()
 
 #: ``@claimed_task(queue=..., max_retries=3, parse=None, retry_after_ms=None,
-#: name=None, window_seconds=None, history=None)``: registers on :data:`registry`.
+#: name=None, window_seconds=None, history=None, default=False,
+#: key_namespace=None)``: registers on :data:`registry`.
 claimed_task = registry.task
 
 

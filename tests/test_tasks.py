@@ -12,6 +12,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
+from astral_taskclaim.consumer.dispatch import QueueTasks
 from astral_taskclaim.queues import MessageBatch, ReceivedMessage, queues
 from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.tasks import ClaimedTask, RetryAfter, TaskRegistry, registry
@@ -66,24 +67,50 @@ def test_bare_decorator_uses_the_defaults(tasks: TaskRegistry) -> None:
     assert work.parse(None) is None  # JSON null is unparseable by default
 
 
-def test_a_queue_has_one_task(tasks: TaskRegistry) -> None:
+def test_a_queue_may_carry_several_tasks_with_one_default(tasks: TaskRegistry) -> None:
     @tasks.task(queue="q", name="first")
     def first(task: Any) -> None:
         pass
 
-    with pytest.raises(ImproperlyConfigured, match="queue 'q' already has claimed task first"):
+    assert tasks.get("q") is first  # one task: the task itself, as always
 
-        @tasks.task(queue="q", name="second")
-        def second(task: Any) -> None:
-            pass
+    @tasks.task(queue="q", name="second", default=True)
+    def second(task: Any) -> None:
+        pass
+
+    both = tasks.get("q")
+    assert isinstance(both, QueueTasks)
+    assert (both.name, both.default) == ("first, second", second)
+    with pytest.raises(ImproperlyConfigured, match="queue 'q' already has a default task"):
+        tasks.task(queue="q", name="third", default=True)(print)
 
     # The same name again (a module imported twice) replaces it.
     @tasks.task(queue="q", name="first")
     def again(task: Any) -> None:
         pass
 
+    assert tasks.tasks_of("q") == [again, second]
+    assert len(tasks) == 2
+    tasks.unregister("q", "second")
     assert tasks.get("q") is again
-    assert len(tasks) == 1
+
+
+def test_a_task_that_cannot_share_its_queue_stays_alone(tasks: TaskRegistry) -> None:
+    class Alone(ClaimedTask[Any]):
+        shareable = False
+
+    tasks.task(queue="q", name="first")(print)
+    alone = Alone(
+        print,
+        queue="q",
+        max_retries=1,
+        parse=None,
+        retry_after_ms=None,
+        name="runner",
+        window_seconds=None,
+    )
+    with pytest.raises(ImproperlyConfigured, match="queue 'q': runner cannot share its queue"):
+        tasks.register(alone)
 
 
 def test_an_unknown_queue_lists_the_registered_tasks(tasks: TaskRegistry) -> None:

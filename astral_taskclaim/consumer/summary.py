@@ -1,7 +1,7 @@
 """What consuming takes and gives: the :class:`Message` and :class:`Batch`
 it settles, each message's :data:`Outcome` (and, in a worker, its
 :class:`TaskRun`), and the counters of many in a :class:`ConsumeSummary`,
-the one way they are printed."""
+the one way they are printed, and a worker's totals (:class:`WorkerStats`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Self
 
-__all__ = ["Batch", "ConsumeSummary", "Message", "Outcome", "TaskRun"]
+__all__ = ["Batch", "ConsumeSummary", "Message", "Outcome", "TaskRun", "WorkerStats"]
 
 #: What became of one message: the :class:`ConsumeSummary` counter it adds to.
 Outcome = Literal["ok", "retried", "failed", "malformed", "unparseable"]
@@ -43,7 +43,7 @@ class Batch(Protocol):
 @dataclass
 class ConsumeSummary:
     """What was done with the messages of one queue: a batch's, or (as
-    :class:`~astral_taskclaim.worker.loop.WorkerStats`) a worker's so far."""
+    :class:`WorkerStats`) a worker's so far."""
 
     queue: str
     ok: int = 0
@@ -127,3 +127,27 @@ class TaskRun:
             f"{self.queue}: {self.key} attempt {self.attempt}: {self.outcome} "
             f"in {self.duration_seconds:.3f} s"
         )
+
+
+@dataclass
+class WorkerStats(ConsumeSummary):
+    """What a worker did so far: the totals of its batches' summaries
+    (``ok``, ``retried``, ..., ``retry_delays``), and what happened around
+    them."""
+
+    batches: int = 0
+    received: int = 0
+    #: Messages not run: another delivery took them before their leases
+    #: could be extended (the worker was stalled past its lease).
+    leases_lost: int = 0
+    database_errors: int = 0
+    #: Messages whose settlement could not be written: leased until their
+    #: leases run out, then delivered again.
+    left_leased: int = 0
+
+    def add(self, summary: ConsumeSummary) -> None:
+        """Adds one batch's summary (:meth:`merge`)."""
+        self.merge(summary)
+
+    def __str__(self) -> str:
+        return self.describe(f"{self.received} received")

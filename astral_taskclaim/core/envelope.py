@@ -148,6 +148,17 @@ def message_body(key: str, token: str, window_seconds: float, task: Any) -> dict
     return {"key": key, "claim": token, "windowSeconds": wire_seconds(window_seconds), "task": task}
 
 
+#: The body field naming its claimed task, on a queue that carries several:
+#: after the four fields, and ignored by the TypeScript consumer, which
+#: reads those four only.
+TASK_FIELD = "taskName"
+
+
+def task_name_of(body: object) -> object:
+    """The :data:`TASK_FIELD` of a received body, or ``None``."""
+    return body.get(TASK_FIELD) if isinstance(body, Mapping) else None
+
+
 def _fixed_text() -> tuple[str, ...]:
     """The text between the four values of an encoded body, in order: found
     by encoding :func:`message_body` with a marker in each value, so it

@@ -42,16 +42,19 @@ class QueueLoopCommand(BaseCommand, Generic[L]):
 
     #: The help of the ``queue`` argument.
     queue_help = "A TASKCLAIM_QUEUES alias."
+    #: Whether the command takes any number of queues (``options["queue"]``
+    #: a list, maybe empty) instead of one.
+    many_queues = False
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("queue", help=self.queue_help)
+        parser.add_argument("queue", help=self.queue_help, nargs="*" if self.many_queues else None)
         self.add_loop_arguments(parser)
 
     def add_loop_arguments(self, parser: CommandParser) -> None:
         """The command's own options."""
 
     @abstractmethod
-    def make(self, queue: str, options: dict[str, Any]) -> L:
+    def make(self, queue: Any, options: dict[str, Any]) -> L:
         """The loop (raising ``LookupError``, ``ImproperlyConfigured``,
         ``TypeError`` or ``ValueError`` for what the command line got wrong)."""
 
@@ -65,15 +68,18 @@ class QueueLoopCommand(BaseCommand, Generic[L]):
 
     def handle(self, *args: Any, **options: Any) -> None:
         queue = options["queue"]
-        if queue not in app_settings.QUEUES:
-            raise CommandError(unknown_queue(queue))
+        for name in queue if self.many_queues else [queue]:
+            if name not in app_settings.QUEUES:
+                raise CommandError(unknown_queue(name))
         try:
             loop = self.make(queue, options)
         except LookupError as error:
             raise CommandError(str(error.args[0])) from error
         except (ImproperlyConfigured, TypeError, ValueError) as error:
             raise CommandError(str(error)) from error
-        errors = [message.msg for message in loop.backend.check() if message.is_serious()]
+        # A loop over several queues lists them all as ``backends``.
+        backends = getattr(loop, "backends", None) or [loop.backend]
+        errors = [m.msg for backend in backends for m in backend.check() if m.is_serious()]
         if errors:
             raise CommandError("; ".join(errors))
         self.prepare(loop, options)

@@ -62,6 +62,9 @@ class TaskRunner(ClaimedTask[Any]):
     """The consumer task of queue ``queue`` for Django Tasks of the backend
     ``backend_alias``; ``max_retries`` unless a task sets its own."""
 
+    #: Its messages name no claimed task: the queue is the runner's alone.
+    shareable = False
+
     def __init__(self, *, backend_alias: str, queue: str, max_retries: int) -> None:
         super().__init__(
             _not_called,

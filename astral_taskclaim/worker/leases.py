@@ -102,6 +102,14 @@ class LeaseKeeper:
         """Stops extending and waits for an extension under way to end."""
         _BEATS.remove(self)
 
+    def drop(self, messages: Sequence[ReceivedMessage]) -> None:
+        """Stops extending ``messages`` (about to be settled apart from the
+        rest), once an extension under way ends."""
+        ids = {id(message) for message in messages}
+        with self._lock:
+            self._held = [message for message in self._held if id(message) not in ids]
+        _BEATS.wait_idle(self)
+
     def lost(self, message: ReceivedMessage) -> bool:
         """Whether ``message``'s lease was taken by another delivery."""
         with self._lock:
@@ -180,6 +188,11 @@ class _Beats:
         """Ends ``keeper``'s beats, once an extension of its own under way ends."""
         with self._condition:
             self._due.pop(keeper, None)
+        self.wait_idle(keeper)
+
+    def wait_idle(self, keeper: LeaseKeeper) -> None:
+        """Returns once no extension of ``keeper``'s is under way."""
+        with self._condition:
             while self._beating is keeper:
                 self._condition.wait()
 

@@ -8,6 +8,9 @@ call. It can be used without the command (in a thread, in tests)::
     worker = Worker("refresh", batch_size=10, burst=True)
     stats = worker.run()
 
+With ``concurrency=N``, N messages run side by side, two of one key never
+at once (:mod:`~astral_taskclaim.worker.side_by_side`); what follows holds for each.
+
 Shutdown is two-stage (:mod:`~astral_taskclaim.worker.shutdown`). :meth:`Worker.stop`
 (what the first SIGTERM or SIGINT calls) lets the running message finish, settles the batch and
 returns; the batch's messages not yet run are retried at once, so another
@@ -35,16 +38,15 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 from types import FrameType
-from typing import Any
 
 import psycopg
 from django.db import Error as DjangoDatabaseError
 from django.db import close_old_connections
 
-from astral_taskclaim.consumer.consume import ConsumeSummary, Outcome
-from astral_taskclaim.consumer.summary import TaskRun
+from astral_taskclaim.consumer.consume import ConsumeSummary
+from astral_taskclaim.consumer.dispatch import QueueConsumer
+from astral_taskclaim.consumer.summary import TaskRun, WorkerStats
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.not_migrated import NotMigratedError
@@ -59,9 +61,10 @@ from astral_taskclaim.queues import (
 )
 from astral_taskclaim.queues.runs import write_runs
 from astral_taskclaim.schedules import Scheduler
-from astral_taskclaim.tasks import ClaimedTask, registry
+from astral_taskclaim.tasks import registry
 from astral_taskclaim.worker.leases import LeaseKeeper, lease_length
 from astral_taskclaim.worker.shutdown import TwoStageStop
+from astral_taskclaim.worker.side_by_side import SideBySide, default_batch_size, task_run
 
 __all__ = ["TaskRun", "Worker", "WorkerStats"]
 
@@ -69,45 +72,22 @@ logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
 
 #: Errors after which the worker reconnects and tries again.
-RECOVERABLE = (DjangoDatabaseError, psycopg.Error, QueueError)
+RECOVERABLE: tuple[type[Exception], ...] = (DjangoDatabaseError, psycopg.Error, QueueError)
 FIRST_BACKOFF = 0.5
 MAX_BACKOFF = 30.0
-#: Pause after an empty receive that did not wait (``wait=0``), so an idle
-#: worker does not spin.
+#: Pause after an empty receive that did not wait (``wait=0``): no spinning.
 IDLE_PAUSE = 1.0
 #: Tries to write a batch's settlement before leaving it to lease expiry.
 SETTLE_TRIES = 5
-
-
-@dataclass
-class WorkerStats(ConsumeSummary):
-    """What a worker did so far: the totals of its batches' summaries
-    (``ok``, ``retried``, ..., ``retry_delays``), and what happened around
-    them."""
-
-    batches: int = 0
-    received: int = 0
-    #: Messages not run: another delivery took them before their leases
-    #: could be extended (the worker was stalled past its lease).
-    leases_lost: int = 0
-    database_errors: int = 0
-    #: Messages whose settlement could not be written: leased until their
-    #: leases run out, then delivered again.
-    left_leased: int = 0
-
-    def add(self, summary: ConsumeSummary) -> None:
-        """Adds one batch's summary (:meth:`merge`)."""
-        self.merge(summary)
-
-    def __str__(self) -> str:
-        return self.describe(f"{self.received} received")
 
 
 class Worker:
     """Consumes queue ``queue`` (a ``TASKCLAIM_QUEUES`` alias) with its
     registered claimed task.
 
-    ``batch_size``: most messages per receive. ``wait``: seconds one receive
+    ``concurrency``: messages run side by side (threads).
+    ``batch_size``: most messages per receive (default
+    :func:`default_batch_size`, within what the queue takes). ``wait``: seconds one receive
     waits for a message; with ``burst`` the worker returns after a receive
     that waited this long for nothing (the queue is drained: delayed
     retries stay queued). ``max_messages``: return after receiving this
@@ -124,11 +104,12 @@ class Worker:
         self,
         queue: str,
         *,
-        batch_size: int = 10,
+        concurrency: int = 1,
+        batch_size: int | None = None,
         wait: float = 1.0,
         burst: bool = False,
         max_messages: int | None = None,
-        task: ClaimedTask[Any] | None = None,
+        task: QueueConsumer | None = None,
         backend: BaseQueue | None = None,
         using: str | None = None,
         exit: Callable[[int], object] = os._exit,
@@ -137,7 +118,12 @@ class Worker:
     ) -> None:
         self.backend = backend if backend is not None else create_queue(queue)
         self.task = task if task is not None else registry.get(queue)
-        self.batch_size = _count("batch_size", batch_size, maximum=self.backend.max_batch_size)
+        self.concurrency = _count("concurrency", concurrency)
+        most = self.backend.max_batch_size
+        if batch_size is None:
+            batch_size = default_batch_size(self.concurrency)
+            batch_size = batch_size if most is None else min(batch_size, most)
+        self.batch_size = _count("batch_size", batch_size, maximum=most)
         if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait < 1e9:
             raise ValueError(f"wait must be a number of seconds from 0, got {wait!r}")
         self.wait = float(wait)
@@ -146,15 +132,19 @@ class Worker:
         self.queue = queue
         self.using = using
         self.stats = WorkerStats(queue)
+        #: Held for every change of :attr:`stats` (threads share it).
+        self.stats_lock = threading.Lock()
         self.on_run = on_run
-        self.stopper = TwoStageStop(
-            "worker", f"consuming {queue}", work="the current message", queue=queue, exit=exit
-        )
+        work = "the current message" if self.concurrency == 1 else "the running messages"
+        name = f"consuming {queue}"
+        self.stopper = TwoStageStop("worker", name, work=work, queue=queue, exit=exit)
         #: Enqueues the schedules' due slots once per loop turn (``None``: off).
         self.scheduler = scheduler
         self._backoff = FIRST_BACKOFF
         self._lease_seconds: float | None = None
         self._received_at = 0.0
+
+    recoverable = RECOVERABLE
 
     def __repr__(self) -> str:
         return f"<Worker {self.queue!r} task={self.task.name}>"
@@ -165,7 +155,7 @@ class Worker:
         return self.stopper.requested
 
     def stop(self) -> None:
-        """Finishes the running message, settles the batch, then :meth:`run`
+        """Finishes the running message (or messages), settles, then :meth:`run`
         returns. Safe from a signal handler or another thread."""
         self.stopper.request()
 
@@ -194,7 +184,9 @@ class Worker:
                 extra={"event": "worker.leases_not_extended", "queue": self.queue},
             )
         try:
-            while not self.stopper.requested:
+            if self.concurrency > 1:
+                SideBySide(self).run()
+            while self.concurrency == 1 and not self.stopper.requested:
                 limit = self.batch_size
                 if self.max_messages is not None:
                     limit = min(limit, self.max_messages - self.stats.received)
@@ -245,9 +237,8 @@ class Worker:
 
     def _process(self, batch: MessageBatch) -> None:
         """Runs the batch's messages until done or stopped; settles it once."""
-        stats = self.stats
-        stats.batches += 1
-        stats.received += len(batch.messages)
+        self.stats.batches += 1
+        self.stats.received += len(batch.messages)
         summary = ConsumeSummary(queue=batch.queue)
         with self._lease_keeper(batch.messages) as keeper:
             done = self._run(batch, summary, keeper)
@@ -255,8 +246,15 @@ class Worker:
         for message in returned:
             message.hand_back()
         summary.returned = len(returned)
-        stats.merge(summary)
-        self._settle(batch.messages)
+        self._finish_batch(batch, summary, batch.messages)
+
+    def _finish_batch(
+        self, batch: MessageBatch, summary: ConsumeSummary, unsettled: list[ReceivedMessage]
+    ) -> None:
+        """Counts the batch's ``summary``, settles ``unsettled`` and logs the batch."""
+        with self.stats_lock:
+            self.stats.merge(summary)
+        self._settle(unsettled)
         if not logger.isEnabledFor(logging.INFO):
             return  # the line's text and fields are not built for nothing
         logger.info(
@@ -290,7 +288,7 @@ class Worker:
                     continue
                 started = time.monotonic()
                 outcome = consumer.consume_one(message, summary)
-                on_run(_task_run(batch.queue, message, outcome, time.monotonic() - started))
+                on_run(task_run(batch.queue, message, outcome, time.monotonic() - started))
         except RECOVERABLE as error:
             # The claims database is unreachable: leave this message and the
             # rest to the retry of the messages not run.
@@ -320,7 +318,8 @@ class Worker:
                 return
             except RECOVERABLE as error:
                 if attempt == SETTLE_TRIES:
-                    self.stats.left_leased += len(messages)
+                    with self.stats_lock:
+                        self.stats.left_leased += len(messages)
                     logger.error(
                         "%s: could not settle a batch of %d; it is delivered again when its "
                         "leases run out",
@@ -333,7 +332,8 @@ class Worker:
 
     def _recover(self, error: BaseException, *, interruptible: bool) -> None:
         """Logs ``error``, drops this thread's connections and waits the backoff."""
-        self.stats.database_errors += 1
+        with self.stats_lock:
+            self.stats.database_errors += 1
         delay, self._backoff = self._backoff, min(self._backoff * 2, MAX_BACKOFF)
         # The error's text may quote a credential (a DSN, a refused header).
         shown = redact_configured(str(error), self.backend)
@@ -357,9 +357,3 @@ def _count(name: str, value: object, *, maximum: int | None = None) -> int:
         upper = f" to {maximum}" if maximum is not None else " or more"
         raise ValueError(f"{name} must be from 1{upper}, got {value}")
     return value
-
-
-def _task_run(queue: str, message: ReceivedMessage, outcome: Outcome, seconds: float) -> TaskRun:
-    body = message.body
-    key = body.get("key") if isinstance(body, dict) else None
-    return TaskRun(queue, key if isinstance(key, str) else None, message.attempts, outcome, seconds)

@@ -69,32 +69,35 @@ STATES = ("ready", "delayed", "leased")
 
 
 class WorkerCollector(Collector):
-    """The counters of a :class:`~astral_taskclaim.worker.loop.Worker`, read at scrape time."""
+    """The counters of :class:`~astral_taskclaim.worker.loop.Worker` objects (one
+    per queue), read at scrape time."""
 
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
+    def __init__(self, *workers: Worker) -> None:
+        self.workers = workers
 
     def collect(self) -> Iterator[CounterMetricFamily]:
-        stats, queue = self.worker.stats, self.worker.queue
         messages = CounterMetricFamily(
             "taskclaim_worker_messages",
             "Messages a worker settled, by outcome.",
             labels=["queue", "outcome"],
         )
-        for outcome in OUTCOMES:
-            messages.add_metric([queue, outcome], getattr(stats, outcome))
+        batches = CounterMetricFamily(
+            "taskclaim_worker_batches", "Batches a worker received.", labels=["queue"]
+        )
+        errors = CounterMetricFamily(
+            "taskclaim_worker_database_errors",
+            "Database or queue errors it recovered from.",
+            labels=["queue"],
+        )
+        for worker in self.workers:
+            stats, queue = worker.stats, worker.queue
+            for outcome in OUTCOMES:
+                messages.add_metric([queue, outcome], getattr(stats, outcome))
+            batches.add_metric([queue], stats.batches)
+            errors.add_metric([queue], stats.database_errors)
         yield messages
-        for name, value, text in (
-            ("batches", stats.batches, "Batches a worker received."),
-            (
-                "database_errors",
-                stats.database_errors,
-                "Database or queue errors it recovered from.",
-            ),
-        ):
-            family = CounterMetricFamily(f"taskclaim_worker_{name}", text, labels=["queue"])
-            family.add_metric([queue], value)
-            yield family
+        yield batches
+        yield errors
 
 
 class QueueCollector(Collector):
@@ -170,12 +173,13 @@ class RunDurations:
         self.histogram.labels(run.queue, run.outcome).observe(run.duration_seconds)
 
 
-def worker_registry(worker: Worker) -> tuple[CollectorRegistry, RunDurations]:
-    """A registry with ``worker``'s counters and its queue's depth, and the
-    ``on_run`` callback that fills its duration histogram."""
+def worker_registry(*workers: Worker) -> tuple[CollectorRegistry, RunDurations]:
+    """A registry with the ``workers``' counters and their queues' depths,
+    and the ``on_run`` callback that fills their duration histogram."""
     registry = CollectorRegistry(auto_describe=True)
-    registry.register(WorkerCollector(worker))
-    registry.register(QueueCollector([worker.queue], claims=False, close_connections=True))
+    registry.register(WorkerCollector(*workers))
+    queues = [worker.queue for worker in workers]
+    registry.register(QueueCollector(queues, claims=False, close_connections=True))
     return registry, RunDurations(registry)
 
 

@@ -131,6 +131,27 @@ def test_first_sigterm_finishes_the_message_settles_the_batch_and_exits_0(
     assert e2e.messages() == []
 
 
+def test_first_sigterm_with_n_in_flight_lets_them_finish_and_hands_back_the_rest(
+    e2e: E2E, lock: tuple[int, psycopg.Connection[Any]]
+) -> None:
+    key, holder = lock
+    for id_ in range(1, 7):
+        e2e.enqueue(id_, **({"block": key} if id_ <= 3 else {}))
+    worker = e2e.start("--concurrency", "3", "--batch-size", "6")
+    pid = holder.info.backend_pid
+    wait_for(lambda: len(lock_waiters(key, pid)) == 3, "tasks 1 to 3 to run side by side")
+    worker.send(signal.SIGTERM)
+    wait_for(lambda: "handed back 3 messages not started" in worker.output(), "the hand-back")
+    # 4 to 6 are visible again while 1 to 3 still run, leased.
+    assert [(i, leased) for i, _, leased, _ in e2e.messages()] == [
+        (1, True), (2, True), (3, True), (4, False), (5, False), (6, False),
+    ]  # fmt: skip
+    holder.execute("SELECT pg_advisory_unlock(%s)", [key])
+    assert worker.wait() == 0, worker.output()
+    assert sorted(run["id"] for run in e2e.runs()) == [1, 2, 3]
+    assert [id_ for id_, *_ in e2e.messages()] == [4, 5, 6]
+
+
 def test_a_second_signal_exits_at_once(e2e: E2E, lock: tuple[int, psycopg.Connection[Any]]) -> None:
     key, holder = lock
     e2e.enqueue(1, block=key)

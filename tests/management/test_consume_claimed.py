@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -142,3 +143,48 @@ def test_metrics_listen_on_loopback_unless_told_otherwise(
     monkeypatch.setattr("astral_taskclaim.worker.metrics.start_http_server", start)
     consume("jobs", "--burst", "--wait", "0", "--metrics-port", "9464", *args)
     assert servers == [(9464, address)]
+
+
+def test_no_queue_named_consumes_every_queue_with_a_task_side_by_side(jobs: PostgresQueue) -> None:
+    for n in range(4):
+        enqueue_claimed(jobs, f"k{n}", {"n": n}, window_seconds=60)
+    out, _ = consume("--burst", "--wait", "0", "--concurrency", "3")
+    assert sorted(task["n"] for task in ran) == [0, 1, 2, 3]
+    assert out.splitlines()[0].startswith("jobs: 4 received, 4 ok")
+    assert bodies(jobs) == []
+
+
+def test_several_queues_and_a_cap_of_their_own(jobs: PostgresQueue) -> None:
+    other = f"command-{uuid.uuid4().hex}"
+    backend = "astral_taskclaim.queues.postgres.PostgresQueue"
+    config = {
+        "jobs": {"BACKEND": backend, "OPTIONS": {"queue_name": jobs.queue_name}},
+        "mail": {"BACKEND": backend, "OPTIONS": {"queue_name": other}},
+    }
+    ran.clear()
+    try:
+        with override_settings(TASKCLAIM_QUEUES=config):
+            for alias in config:
+                task = registry.task(queue=alias, name=f"tests.{alias}", window_seconds=60)
+                task(ran.append).enqueue(f"{alias}:1", alias)
+            args = ("jobs", "mail", "--burst", "--wait", "0", "--queue-concurrency", "mail=2")
+            out, _ = consume(*args)
+            with pytest.raises(CommandError, match="--queue-concurrency takes QUEUE=N, got 'mail'"):
+                consume("jobs", "mail", "--queue-concurrency", "mail")
+    finally:
+        for alias in config:
+            registry.unregister(alias)
+    assert sorted(ran) == ["jobs", "mail"]
+    lines = out.splitlines()
+    assert [line.split(":")[0] for line in lines if "received" in line] == ["jobs", "mail"]
+
+
+def test_help_says_every_queue_is_consumed_when_none_is_named(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        call_command("consume_claimed", "--help")
+    text = " ".join(capsys.readouterr().out.split())
+    assert "every TASKCLAIM_QUEUES alias with a claimed task when none is" in text
+    assert "default: every one with a claimed task" in text
+    assert "--concurrency" in text

@@ -6,7 +6,8 @@ that gave up).
 Three ``consume_claimed`` processes share one PostgreSQL queue. Each run of
 the task commits a row in ``reliability_run`` and a NOTIFY carrying the
 worker's pid; after a random number of runs the test waits a random few
-milliseconds and SIGKILLs the worker that ran last, so the kills land
+milliseconds and SIGKILLs the worker that ran last (running one message at
+a time, or four side by side), so the kills land
 anywhere: inside a run, between a run and its claim write, between the
 claim write and the batch's settlement, inside the settlement. A fresh
 worker replaces each one killed. Delivery is at least once, so a task may
@@ -42,8 +43,13 @@ def make_tasks(rng: random.Random) -> list[dict[str, object]]:
     ]
 
 
+@pytest.mark.parametrize(
+    "worker_args",
+    [("--batch-size", "4"), ("--concurrency", "4", "--batch-size", "8")],
+    ids=["one at a time", "4 side by side"],
+)
 def test_sigkilled_workers_lose_nothing_and_leave_claims_as_the_typescript_package_says(
-    fleet: Fleet,
+    fleet: Fleet, worker_args: tuple[str, ...]
 ) -> None:
     seed = random.randrange(2**32)
     rng = random.Random(seed)
@@ -52,7 +58,7 @@ def test_sigkilled_workers_lose_nothing_and_leave_claims_as_the_typescript_packa
     listener = RunListener()
     try:
         for _ in range(WORKERS):
-            fleet.start("--batch-size", "4", "--wait", "1")
+            fleet.start(*worker_args, "--wait", "1")
         kills = 0
         deadline = time.monotonic() + 300
         while kills < KILLS and fleet.messages_left():
@@ -70,7 +76,7 @@ def test_sigkilled_workers_lose_nothing_and_leave_claims_as_the_typescript_packa
                 continue
             victim.kill()
             kills += 1
-            fleet.start("--batch-size", "4", "--wait", "1")
+            fleet.start(*worker_args, "--wait", "1")
         # Killed workers' leases run out (visibility_timeout) and the
         # survivors take those messages; wait for the queue to drain.
         deadline = time.monotonic() + 120
@@ -88,7 +94,7 @@ def test_sigkilled_workers_lose_nothing_and_leave_claims_as_the_typescript_packa
     total_runs = sum(len(outcomes) for outcomes in found.values())
     duplicates = sum(max(0, outcomes.count("ok") - 1) for outcomes in found.values())
     record_figures(
-        "crashes",
+        "crashes" if worker_args[0] == "--batch-size" else "crashes_side_by_side",
         tasks=len(tasks),
         workers_started=len(fleet.workers),
         kills=kills,

@@ -1,7 +1,9 @@
-"""``manage.py consume_claimed QUEUE``: a worker for one queue's claimed task."""
+"""``manage.py consume_claimed [QUEUE ...]``: a worker for the claimed tasks
+of some queues, or of every configured one."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
@@ -12,19 +14,41 @@ from astral_taskclaim.core.not_migrated import NotMigratedError, ensure_migrated
 from astral_taskclaim.management.loop import QueueLoopCommand
 from astral_taskclaim.queues import QueueError
 from astral_taskclaim.schedules import Scheduler
+from astral_taskclaim.worker.group import WorkerGroup, consumed_queues
 from astral_taskclaim.worker.loop import TaskRun, Worker
 
 
-class Command(QueueLoopCommand[Worker]):
+class Command(QueueLoopCommand[WorkerGroup]):
     help = (
-        "Consumes QUEUE with its registered claimed task: runs, retries and gives up as "
-        "consume_claimed does. The first SIGTERM/SIGINT finishes the current message, settles "
-        "the batch and exits 0; a second exits at once."
+        "Consumes each QUEUE named, or every TASKCLAIM_QUEUES alias with a claimed task when "
+        "none is, with its registered claimed task: runs, retries and gives up as "
+        "consume_claimed does. The first SIGTERM/SIGINT finishes the running messages, hands "
+        "back those not started, settles and exits 0; a second exits at once."
     )
+    queue_help = "TASKCLAIM_QUEUES aliases (default: every one with a claimed task)."
+    many_queues = True
 
     def add_loop_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--batch-size", type=int, default=10, help="Most messages per batch (default 10)."
+            "--concurrency",
+            type=int,
+            default=1,
+            help="Messages run side by side per queue, each on a thread with its own "
+            "database connection (default 1).",
+        )
+        parser.add_argument(
+            "--queue-concurrency",
+            action="append",
+            default=[],
+            metavar="QUEUE=N",
+            help="Another --concurrency for one queue (repeatable).",
+        )
+        parser.add_argument(
+            "--batch-size",
+            type=int,
+            default=None,
+            help="Most messages per batch (default: 10 per thread, from 10 to 100, within "
+            "what the queue takes).",
         )
         parser.add_argument(
             "--wait",
@@ -39,7 +63,10 @@ class Command(QueueLoopCommand[Worker]):
             help="Drain the queue, then exit 0 (delayed retries stay queued).",
         )
         parser.add_argument(
-            "--max-messages", type=int, default=None, help="Exit after receiving this many."
+            "--max-messages",
+            type=int,
+            default=None,
+            help="Exit after receiving this many (from each queue).",
         )
         parser.add_argument(
             "--metrics-port",
@@ -60,9 +87,11 @@ class Command(QueueLoopCommand[Worker]):
             help="Take no part in enqueueing the schedules' slots (periodic tasks).",
         )
 
-    def make(self, queue: str, options: dict[str, Any]) -> Worker:
-        return Worker(
-            queue,
+    def make(self, queue: list[str], options: dict[str, Any]) -> WorkerGroup:
+        return WorkerGroup(
+            consumed_queues(queue),
+            caps=_caps(options["queue_concurrency"]),
+            concurrency=options["concurrency"],
             batch_size=options["batch_size"],
             wait=options["wait"],
             burst=options["burst"],
@@ -72,20 +101,22 @@ class Command(QueueLoopCommand[Worker]):
             scheduler=None if options["no_schedules"] else Scheduler(),
         )
 
-    def prepare(self, loop: Worker, options: dict[str, Any]) -> None:
-        _ensure_migrated(loop)
+    def prepare(self, loop: WorkerGroup, options: dict[str, Any]) -> None:
+        for worker in loop.workers:
+            _ensure_migrated(worker)
         if options["metrics_port"] is not None:
-            _serve_metrics(loop, options["metrics_port"], options["metrics_address"])
+            _serve_metrics(loop.workers, options["metrics_port"], options["metrics_address"])
 
-    def run_loop(self, loop: Worker, options: dict[str, Any]) -> None:
+    def run_loop(self, loop: WorkerGroup, options: dict[str, Any]) -> None:
         try:
-            stats = loop.run()
+            loop.run()
         except NotMigratedError as error:
             raise CommandError(str(error)) from error
-        if options["verbosity"] >= 1:
-            self.stdout.write(str(stats))
-        if options["burst"]:
-            self.stdout.write(burst_report(loop))
+        for worker in loop.workers:
+            if options["verbosity"] >= 1:
+                self.stdout.write(str(worker.stats))
+            if options["burst"]:
+                self.stdout.write(burst_report(worker))
 
     def _print_run(self, run: TaskRun) -> None:
         self.stdout.write(str(run))
@@ -105,20 +136,26 @@ def _ensure_migrated(worker: Worker) -> None:
         pass
 
 
-def _serve_metrics(worker: Worker, port: int, address: str) -> None:
+def _caps(pairs: list[str]) -> dict[str, int]:
+    """``--queue-concurrency QUEUE=N`` options as a mapping."""
+    caps = {}
+    for pair in pairs:
+        queue, _, count = pair.rpartition("=")
+        if not queue or not count.isdigit():
+            raise CommandError(f"--queue-concurrency takes QUEUE=N, got {pair!r}")
+        caps[queue] = int(count)
+    return caps
+
+
+def _serve_metrics(workers: list[Worker], port: int, address: str) -> None:
     try:  # metrics needs prometheus_client, an optional extra: imported on demand
         from astral_taskclaim.worker.metrics import serve, worker_registry
     except ImportError as error:
         raise CommandError(str(error)) from error
-    registry, on_run = worker_registry(worker)
-    previous = worker.on_run
-
-    def both(run: TaskRun) -> None:
-        on_run(run)
-        if previous is not None:
-            previous(run)
-
-    worker.on_run = both
+    registry, on_run = worker_registry(*workers)
+    for worker in workers:
+        previous = worker.on_run
+        worker.on_run = on_run if previous is None else _both(on_run, previous)
     try:
         serve(registry, port, address)
     except OSError as error:
@@ -149,3 +186,13 @@ def burst_report(worker: Worker) -> str:
         if value is not None
     ]
     return f"{text}; queue now: {', '.join(counts)}" if counts else text
+
+
+def _both(
+    first: Callable[[TaskRun], object], then: Callable[[TaskRun], object]
+) -> Callable[[TaskRun], None]:
+    def both(run: TaskRun) -> None:
+        first(run)
+        then(run)
+
+    return both

@@ -1,0 +1,152 @@
+"""Several claimed tasks on one queue: which task a message is for.
+
+A queue that carries more than one ``@claimed_task`` has each task's
+messages name it in :data:`~astral_taskclaim.core.envelope.TASK_FIELD`
+(``"taskName"``), a field after the four of the TypeScript package's body,
+which its consumer ignores. A message that names no task (from a TypeScript
+producer) goes to the queue's default task (``@claimed_task(default=True)``).
+
+- :func:`naming_task` is the sending side: a view of a queue backend whose
+  claimed-task bodies carry the task's name.
+- :class:`QueueTasks` is the consuming side: the tasks of one queue, whose
+  :class:`TaskDispatch` consumer hands each message to its task's consumer,
+  so every message goes through the one per-message core
+  (``Consumer.consume_one``).
+
+A message naming a task this process does not know (a producer deployed
+before its consumers) is retried with the usual backoff, its claim held,
+and given up after the default retries; it is never dropped at once.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from astral_taskclaim.consumer.consume import (
+    Consumer,
+    ConsumeSummary,
+    Message,
+    MessageConsumer,
+    Outcome,
+    TaskOptions,
+)
+from astral_taskclaim.core.envelope import TASK_FIELD, task_name_of
+from astral_taskclaim.queues import BaseQueue
+
+__all__ = ["QueueConsumer", "QueueTasks", "TaskDispatch", "naming_task"]
+
+#: Attempts of a message naming an unknown task before it is given up.
+UNKNOWN_TASK_RETRIES = 3
+
+
+class QueueConsumer(Protocol):
+    """What a worker consumes a queue with: a claimed task, or a queue's
+    several (:class:`QueueTasks`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def consumer(self, *, using: str | None = None) -> MessageConsumer: ...
+
+
+class _Task(QueueConsumer, Protocol):
+    @property
+    def default(self) -> bool: ...
+
+    @property
+    def window_seconds(self) -> float | None: ...
+
+
+def naming_task(queue: BaseQueue, name: str) -> BaseQueue:
+    """``queue`` as a view (sharing its connections) whose claimed-task
+    bodies name task ``name``; made once per instance and name."""
+    views = queue.__dict__.setdefault("_task_views", {})
+    view: BaseQueue | None = views.get(name)
+    if view is None:
+        view = copy.copy(queue)
+        view.__class__ = _naming_class(type(queue))
+        view.__dict__["task_name"] = name
+        views[name] = view
+    return view
+
+
+@functools.cache
+def _naming_class(cls: type[BaseQueue]) -> type[BaseQueue]:
+    def encode(self: BaseQueue, body: Any) -> bytes:
+        if type(body) is dict and "claim" in body:
+            body = {**body, TASK_FIELD: self.__dict__["task_name"]}
+        return cls.encode(self, body)
+
+    # Overriding encode also turns text_writer to its encode path, so the
+    # bodies of every enqueue form go through it.
+    attributes = {"encode": encode, "__module__": cls.__module__, "__qualname__": cls.__qualname__}
+    return type(cls.__name__, (cls,), attributes)
+
+
+class QueueTasks:
+    """The claimed tasks of queue ``queue`` (two or more)."""
+
+    def __init__(self, queue: str, tasks: Sequence[_Task]) -> None:
+        self.queue = queue
+        self.tasks = {task.name: task for task in tasks}
+        defaults = [task for task in tasks if task.default]
+        self.default = defaults[0] if defaults else None
+        self.name = ", ".join(self.tasks)
+
+    def __repr__(self) -> str:
+        return f"<QueueTasks {self.queue!r}: {self.name}>"
+
+    @property
+    def window_seconds(self) -> float | None:
+        """The default task's window, if there is a default."""
+        return None if self.default is None else self.default.window_seconds
+
+    def consumer(self, *, using: str | None = None) -> TaskDispatch:
+        """Runs each message with its task's consumer; made once per batch."""
+        consumers = {name: task.consumer(using=using) for name, task in self.tasks.items()}
+        default = None if self.default is None else self.default.name
+        return TaskDispatch(self, consumers, default, using=using)
+
+
+class TaskDispatch(MessageConsumer):
+    """Hands each message to the consumer of the task it names."""
+
+    __slots__ = ("consumers", "default", "tasks", "using")
+
+    def __init__(
+        self,
+        tasks: QueueTasks,
+        consumers: dict[str, MessageConsumer],
+        default: str | None,
+        *,
+        using: str | None,
+    ) -> None:
+        self.tasks = tasks
+        self.consumers = consumers
+        self.default = default
+        self.using = using
+
+    def consume_one(self, message: Message, summary: ConsumeSummary) -> Outcome:
+        named = task_name_of(message.body)
+        wanted = self.default if named is None else named
+        consumer = self.consumers.get(wanted) if isinstance(wanted, str) else None
+        if consumer is None:
+            consumer = self._unknown(named)
+        return consumer.consume_one(message, summary)
+
+    def _unknown(self, named: object) -> MessageConsumer:
+        what = "names no task and it has no default" if named is None else f"has no task {named!r}"
+        text = f"queue {self.tasks.queue!r} {what} (its tasks: {self.tasks.name})"
+
+        def refuse(task: Any) -> None:
+            raise LookupError(text)
+
+        options = TaskOptions(_always, refuse, UNKNOWN_TASK_RETRIES)
+        return Consumer.create(options, using=self.using)
+
+
+def _always(task: Any) -> bool:
+    return True  # even a null task reaches refuse(), which retries it

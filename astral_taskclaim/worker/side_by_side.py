@@ -1,0 +1,292 @@
+"""A worker's run with ``concurrency`` above 1: messages side by side.
+
+:class:`SideBySide` is the loop of a :class:`~astral_taskclaim.worker.loop.Worker`
+whose ``concurrency`` is N > 1. It receives a batch whenever no more than N
+received messages wait to start, so the N threads (:class:`~astral_taskclaim.worker.lanes.Lanes`)
+always have the next message at hand, and puts each message in a lane; two
+messages of one key never run at once. Every message goes through the
+task consumer's ``consume_one``, as in the one-at-a-time loop, between two
+``close_old_connections()`` calls (what Django does around a request: a
+connection that failed, or is older than ``CONN_MAX_AGE``, is closed, and
+one kept is health-checked on reuse when ``CONN_HEALTH_CHECKS`` is on).
+
+Each batch keeps its leases (one :class:`~astral_taskclaim.worker.leases.LeaseKeeper`
+while any of its messages is leased) and is settled once, by the thread
+whose message ends it. Several batches may be under way at once.
+
+A drained queue (``burst``) or ``max_messages`` ends the receiving, and
+the messages received still run. The first stop request lets the running
+messages finish; the messages not started go back to the queue at once (settled as retries without a
+delay, their leases no longer extended), then each batch is settled as its
+last running message ends. A database error in a lane hands its message
+back and makes the receiving loop reconnect with the worker's backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from django.db import close_old_connections
+
+from astral_taskclaim.consumer.consume import MessageConsumer
+from astral_taskclaim.consumer.summary import ConsumeSummary, Outcome, TaskRun, WorkerStats
+from astral_taskclaim.db.connections import close_connections
+from astral_taskclaim.queues import MessageBatch, ReceivedMessage
+from astral_taskclaim.worker.lanes import POLL_SECONDS, Lanes
+from astral_taskclaim.worker.leases import LeaseKeeper
+from astral_taskclaim.worker.shutdown import TwoStageStop
+
+__all__ = ["SideBySide", "default_batch_size", "message_key", "task_run"]
+
+logger = logging.getLogger(__name__)
+
+#: Largest batch the default batch size grows to with the concurrency.
+MAX_DEFAULT_BATCH = 100
+
+
+def default_batch_size(concurrency: int) -> int:
+    """Ten messages a thread, from 10 to :data:`MAX_DEFAULT_BATCH`: a
+    receive and a settlement spread over enough messages to cost little."""
+    return min(max(10, 10 * concurrency), MAX_DEFAULT_BATCH)
+
+
+def message_key(message: ReceivedMessage) -> str | None:
+    """The key a message's body names, if it names one."""
+    body = message.body
+    key = body.get("key") if isinstance(body, dict) else None
+    return key if isinstance(key, str) else None
+
+
+def task_run(queue: str, message: ReceivedMessage, outcome: Outcome, seconds: float) -> TaskRun:
+    """What ``on_run`` is told about one message."""
+    return TaskRun(queue, message_key(message), message.attempts, outcome, seconds)
+
+
+class Worker(Protocol):
+    """What of :class:`~astral_taskclaim.worker.loop.Worker` this loop uses
+    (the worker module imports this one)."""
+
+    queue: str
+    concurrency: int
+    batch_size: int
+    max_messages: int | None
+    using: str | None
+    stats: WorkerStats
+    stats_lock: threading.Lock
+    stopper: TwoStageStop
+    recoverable: tuple[type[Exception], ...]
+    on_run: Any
+
+    @property
+    def task(self) -> Any: ...
+
+    def stop(self) -> None: ...
+
+    def _receive(self, limit: int) -> MessageBatch | None: ...
+
+    def _recover(self, error: BaseException, *, interruptible: bool) -> None: ...
+
+    def _lease_keeper(
+        self, messages: list[ReceivedMessage]
+    ) -> AbstractContextManager[LeaseKeeper | None]: ...
+
+    def _settle(self, messages: list[ReceivedMessage]) -> None: ...
+
+    def _finish_batch(
+        self, batch: MessageBatch, summary: ConsumeSummary, unsettled: list[ReceivedMessage]
+    ) -> None: ...
+
+
+@dataclass(eq=False)
+class _Batch:
+    batch: MessageBatch
+    consumer: MessageConsumer
+    keeper: LeaseKeeper | None
+    keeping: AbstractContextManager[LeaseKeeper | None]
+    summary: ConsumeSummary
+    #: Messages not yet run, skipped or handed back.
+    left: int
+    #: Messages already settled (handed back at a stop), by ``id()``.
+    settled: set[int] = field(default_factory=set)
+
+
+@dataclass(eq=False, slots=True)
+class _Item:
+    batch: _Batch
+    message: ReceivedMessage
+
+
+class SideBySide:
+    """Runs ``worker`` with its ``concurrency`` threads until it stops."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self._lock = threading.Condition()
+        self._open = 0
+        #: A database error a lane met: the receiving loop reconnects.
+        self._error: BaseException | None = None
+        #: What a lane raised that no message may swallow (a bug, SystemExit):
+        #: raised again by :meth:`run` once every batch is settled.
+        self._fatal: BaseException | None = None
+        self.lanes: Lanes[_Item] = Lanes(
+            worker.concurrency, self._run_one, name=f"taskclaim-{worker.queue}"
+        )
+
+    def run(self) -> None:
+        """Receives and runs until stopped, drained or ``max_messages``."""
+        worker = self.worker
+        stopping = worker.stopper
+        try:
+            while not stopping.requested:
+                self.lanes.wait_for_room(worker.concurrency, lambda: stopping.requested)
+                if stopping.requested:
+                    break
+                error, self._error = self._error, None
+                if error is not None:
+                    worker._recover(error, interruptible=True)
+                    continue
+                limit = worker.batch_size
+                if worker.max_messages is not None:
+                    limit = min(limit, worker.max_messages - worker.stats.received)
+                    if limit <= 0:
+                        break
+                batch = worker._receive(limit)
+                if batch is None:
+                    break
+                if batch.messages:
+                    self._start(batch)
+        except BaseException:
+            stopping.request()  # the loop failed: nothing more starts
+            raise
+        finally:
+            self._drain()
+        if self._fatal is not None:
+            raise self._fatal
+
+    def _drain(self) -> None:
+        """Waits for every batch to be settled; once a stop is requested,
+        hands back the messages not started instead of running them."""
+        while True:
+            if self.worker.stopper.requested:
+                self._hand_back(self.lanes.take_unstarted())
+            with self._lock:
+                if not self._open:
+                    break
+                self._lock.wait(POLL_SECONDS)
+        self.lanes.close()
+
+    def _start(self, batch: MessageBatch) -> None:
+        worker = self.worker
+        with worker.stats_lock:
+            worker.stats.batches += 1
+            worker.stats.received += len(batch.messages)
+        keeping = worker._lease_keeper(batch.messages)
+        keeper = keeping.__enter__()
+        summary = ConsumeSummary(queue=batch.queue)
+        try:
+            consumer = worker.task.consumer(using=worker.using)
+        except worker.recoverable as error:
+            self._error = error
+            keeping.__exit__(None, None, None)
+            for message in batch.messages:
+                message.retry(delay_seconds=0)
+            summary.returned = len(batch.messages)
+            worker._finish_batch(batch, summary, batch.messages)
+            return
+        track = _Batch(batch, consumer, keeper, keeping, summary, left=len(batch.messages))
+        with self._lock:
+            self._open += 1
+        for message in batch.messages:
+            self.lanes.put(message_key(message), _Item(track, message))
+
+    def _run_one(self, item: _Item) -> None:
+        """One message, on a lane's thread."""
+        track, message, worker = item.batch, item.message, self.worker
+        summary = ConsumeSummary(queue=track.summary.queue)
+        lost = track.keeper is not None and track.keeper.lost(message)
+        try:
+            if lost:
+                pass  # its new delivery runs it
+            elif worker.stopper.requested:
+                message.retry(delay_seconds=0)
+                summary.returned = 1
+            else:
+                self._consume(track, message, summary)
+        finally:
+            self._done(track, summary, lost=lost, count=1)
+
+    def _consume(self, track: _Batch, message: ReceivedMessage, summary: ConsumeSummary) -> None:
+        worker = self.worker
+        close_old_connections()
+        try:
+            started = time.monotonic()
+            outcome = track.consumer.consume_one(message, summary)
+            if worker.on_run is not None:
+                seconds = time.monotonic() - started
+                worker.on_run(task_run(track.batch.queue, message, outcome, seconds))
+        except worker.recoverable as error:
+            self._error = error
+            close_connections()
+            self._give_back(message, summary)
+        except BaseException as error:
+            self._fatal = error
+            worker.stop()
+            self._give_back(message, summary)
+        finally:
+            close_old_connections()
+
+    @staticmethod
+    def _give_back(message: ReceivedMessage, summary: ConsumeSummary) -> None:
+        if message.settlement is None:
+            message.retry(delay_seconds=0)
+            summary.returned += 1
+
+    def _hand_back(self, items: list[_Item]) -> None:
+        """Settles the messages not started as retries without a delay, at once."""
+        by_batch: dict[_Batch, list[ReceivedMessage]] = defaultdict(list)
+        for item in items:
+            by_batch[item.batch].append(item.message)
+        for track, messages in by_batch.items():
+            keeper = track.keeper
+            back = [m for m in messages if keeper is None or not keeper.lost(m)]
+            for message in back:
+                message.retry(delay_seconds=0)
+            if keeper is not None:
+                keeper.drop(messages)  # no extension may follow their settlement
+            self.worker._settle(back)
+            summary = ConsumeSummary(queue=track.summary.queue, returned=len(back))
+            with self._lock:
+                track.settled.update(id(message) for message in messages)
+            self._done(track, summary, lost=False, count=len(messages))
+        if items:
+            logger.info(
+                "%s: handed back %d messages not started",
+                *(self.worker.queue, len(items)),
+                extra={"event": "worker.handed_back", "queue": self.worker.queue},
+            )
+
+    def _done(self, track: _Batch, summary: ConsumeSummary, *, lost: bool, count: int) -> None:
+        worker = self.worker
+        with self._lock:
+            track.summary.merge(summary)
+            track.left -= count
+            last = track.left == 0
+        if lost:
+            with worker.stats_lock:
+                worker.stats.leases_lost += 1
+        if not last:
+            return
+        track.keeping.__exit__(None, None, None)
+        rest = [m for m in track.batch.messages if id(m) not in track.settled]
+        try:
+            worker._finish_batch(track.batch, track.summary, rest)
+        finally:
+            with self._lock:
+                self._open -= 1
+                self._lock.notify_all()
