@@ -293,7 +293,10 @@ def _run_after(payload: Mapping[str, Any]) -> datetime | None:
     if value is None:
         return None
     shown = repr(value)[:100]
-    parsed = parse_datetime(value) if isinstance(value, str) else None  # ValueError: no such day
+    try:
+        parsed = parse_datetime(value) if isinstance(value, str) else None
+    except ValueError as error:  # well formed, but no such time (February 30th)
+        raise ValueError(f"runAfter {shown} is no time: {error}") from None
     if parsed is None:
         raise ValueError(f"runAfter {shown} is no ISO 8601 time")
     if timezone.is_naive(parsed):
