@@ -85,7 +85,8 @@ def test_django_task_poison_never_stops_the_worker(event_log: EventLog) -> None:
     with connection.cursor() as cursor:  # two deliveries whose workers died
         ids = [result.id for result in killed]
         cursor.execute(
-            "UPDATE taskclaim.message SET attempts = 2 WHERE (body::jsonb->>'claim') = ANY(%s)", [ids]
+            "UPDATE taskclaim.message SET attempts = 2 WHERE (body::jsonb->>'claim') = ANY(%s)",
+            [ids],
         )
     template = next(row[0] for row in message_rows() if row[0]["claim"] == healthy[0].id)
     odd = [body for _ in range(EACH_POISON) for body in odd_bodies(template)]

@@ -25,6 +25,7 @@ from .running import claims, drain, make_due, message_rows
 pytestmark = pytest.mark.usefixtures("fast_backoff")
 
 BROKEN_MODULE = "tests.tasks_backend.import_raises"
+FAILURES = "astral_taskclaim.consumer.failures"
 
 
 @pytest.fixture
@@ -151,7 +152,10 @@ def test_an_unknown_task_is_sent_again_until_it_is_deployed(
     assert "not_deployed_yet" in unknown.getMessage()
     stored = results.fetch("default", result.id)
     assert stored.status == "READY"
-    assert stored.errors[0]["exception_class_path"] == "astral_taskclaim.failures.TaskNotFound"
+    assert (
+        stored.errors[0]["exception_class_path"]
+        == "astral_taskclaim.consumer.failures.TaskNotFound"
+    )
 
     results._known_tasks[path] = jobs.add  # the new code is deployed
     try:
@@ -208,7 +212,10 @@ def test_a_run_delivered_past_its_attempts_without_settling_fails_unrun(
     assert jobs.calls == []
     result.refresh()
     assert result.status == TaskResultStatus.FAILED
-    assert result.errors[0].exception_class_path == "astral_taskclaim.failures.DeliveriesExhausted"
+    assert (
+        result.errors[0].exception_class_path
+        == "astral_taskclaim.consumer.failures.DeliveriesExhausted"
+    )
     assert "delivered 4 times" in result.errors[0].traceback
     assert claims() == []
     assert len(events(caplog, "queue.task_abandoned")) == 1

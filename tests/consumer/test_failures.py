@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from astral_taskclaim import claim_task, consume_claimed, signals
-from astral_taskclaim.failures import DeliveriesExhausted, is_task_failure
+from astral_taskclaim.consumer.failures import DeliveriesExhausted, is_task_failure
 from astral_taskclaim.queues.base import MessageBatch, ReceivedMessage
 from tests.claimkit import claims
 
