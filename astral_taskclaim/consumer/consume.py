@@ -16,6 +16,8 @@ Event                               Level    When
 ``queue.task_unparseable``          warning  ``parse`` returned ``None`` or raised.
 ``queue.task_retrying``             info     ``run`` failed; a retry is due.
 ``queue.task_failed``               error    ``run`` failed for the last time.
+``queue.task_abandoned``            error    Delivered past its attempts, never
+                                             settled: given up without running.
 ``queue.claim_hold_failed``         error    Holding the claim for a retry failed.
 ``queue.claim_release_failed``      error    Releasing the claim failed.
 ==================================  =======  ========================================
@@ -30,10 +32,9 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 from asgiref.sync import async_to_sync
 from django.db import connections, transaction
@@ -46,26 +47,43 @@ from astral_taskclaim.claims.claim import (
     release_task,
     resolve_alias,
 )
+from astral_taskclaim.consumer.failures import (
+    MAX_ERROR_CHARS,
+    DeliveriesExhausted,
+    describe_error,
+    is_task_failure,
+)
 from astral_taskclaim.consumer.retry import requested_wait_ms, retry_delay_seconds
-from astral_taskclaim.consumer.summary import Batch, ConsumeSummary, Message, Outcome
+from astral_taskclaim.consumer.summary import (
+    Batch,
+    ConsumeSummary,
+    FailureHook,
+    Message,
+    MessageConsumer,
+    Outcome,
+    TaskOptions,
+    checked_options,
+)
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.envelope import Envelope, parse_body
 from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.redaction import redacting_filter
-from astral_taskclaim.core.validation import validate_max_retries
 from astral_taskclaim.db.connections import savepoint_if_in_atomic
 from astral_taskclaim.queues.base import ReceivedMessage
 from astral_taskclaim.queues.runs import RunNote
 
 __all__ = [
+    "MAX_ERROR_CHARS",
     "Batch",
     "ConsumeSummary",
     "Consumer",
+    "FailureHook",
     "Message",
     "MessageConsumer",
     "Outcome",
     "TaskOptions",
     "consume_claimed",
+    "describe_error",
     "retry_delay_seconds",
 ]
 
@@ -73,26 +91,6 @@ logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
 
 T = TypeVar("T")
-
-
-class MessageConsumer(ABC):
-    """Consumes one queue's messages one at a time (what a worker calls);
-    :meth:`consume` goes through a batch."""
-
-    __slots__ = ()
-
-    @abstractmethod
-    def consume_one(self, message: Message, summary: ConsumeSummary) -> Outcome:
-        """Runs and settles ``message`` of queue ``summary.queue``; adds its
-        outcome to ``summary`` and returns it."""
-
-    def consume(self, batch: Batch) -> ConsumeSummary:
-        """Consumes the batch's messages in order; what became of them."""
-        summary = ConsumeSummary(queue=batch.queue)
-        consume_one = self.consume_one
-        for message in batch.messages:
-            consume_one(message, summary)
-        return summary
 
 
 @dataclass(frozen=True)
@@ -110,26 +108,6 @@ _UNPARSEABLE = _Decision("unparseable", ack=True, release=True)
 _GAVE_UP = _Decision("failed", ack=True, release=True)
 
 
-class TaskOptions(NamedTuple):
-    """A task's options, as :func:`consume_claimed` takes them."""
-
-    parse: Callable[[Any], Any]
-    run: Callable[[Any], object]
-    max_retries: int
-    retry_after_ms: Callable[[BaseException], object] | None = None
-
-
-def _checked(options: TaskOptions) -> TaskOptions:
-    validate_max_retries(options.max_retries)
-    for name, function in (("parse", options.parse), ("run", options.run)):
-        if not callable(function):
-            raise TypeError(f"{name} must be callable, got {type(function).__name__}")
-    if options.retry_after_ms is not None and not callable(options.retry_after_ms):
-        kind = type(options.retry_after_ms).__name__
-        raise TypeError(f"retry_after_ms must be callable, got {kind}")
-    return options
-
-
 @dataclass(frozen=True, slots=True)
 class Consumer(MessageConsumer):
     """A task's options (see :func:`consume_claimed`) on database alias
@@ -141,6 +119,7 @@ class Consumer(MessageConsumer):
     run: Callable[[Any], object]
     max_retries: int
     retry_after_ms: Callable[[BaseException], object] | None
+    on_failure: FailureHook | None
     alias: str
     scale: float
     history: RunNote | None = None
@@ -151,7 +130,7 @@ class Consumer(MessageConsumer):
     ) -> Consumer:
         """Checks ``options`` and that ``using`` is in no transaction (raising
         as :func:`consume_claimed` does); reads ``TASKCLAIM_DELAY_SCALE``."""
-        _checked(options)
+        checked_options(options)
         alias = resolve_alias(using)
         if in_transaction(connections[alias]):
             raise transaction.TransactionManagementError(
@@ -163,7 +142,9 @@ class Consumer(MessageConsumer):
     def for_task(self, options: TaskOptions) -> Consumer:
         """This consumer with another task's options, for a consumer that
         picks the task per message (settings are not read again)."""
-        return Consumer(*_checked(options), alias=self.alias, scale=self.scale)
+        return Consumer(
+            *checked_options(options), alias=self.alias, scale=self.scale, history=self.history
+        )
 
     def consume_one(self, message: Message, summary: ConsumeSummary) -> Outcome:
         """Runs ``message``'s task, writes its claim, then settles it (see
@@ -171,14 +152,7 @@ class Consumer(MessageConsumer):
         queue = summary.queue
         found = parse_body(message.body)
         if found is None:
-            logger.warning(
-                "%s message is not a claimed task; acked",
-                printable(queue),
-                extra={"event": "queue.message_malformed", "queue": queue},
-            )
-            message.ack()
-            summary.malformed += 1
-            return "malformed"
+            return self.malformed(message, summary, "not a claimed task")
         history, started = self.history, time.time()
         decision = self._attempt(queue, found, message.attempts, summary)
         if history is not None and isinstance(message, ReceivedMessage):
@@ -193,70 +167,110 @@ class Consumer(MessageConsumer):
                 message.last_error = decision.error
         return decision.outcome
 
+    def malformed(self, message: Message, summary: ConsumeSummary, reason: str) -> Outcome:
+        """Acks ``message`` as malformed, touching no claim, logging ``reason``."""
+        queue = summary.queue
+        logger.warning(
+            "%s message is malformed (%s); acked",
+            *(printable(queue), printable(reason)),
+            extra={"event": "queue.message_malformed", "queue": queue, "reason": reason},
+        )
+        message.ack()
+        summary.malformed += 1
+        return "malformed"
+
     def _attempt(
         self, queue: str, found: Envelope, attempts: int, summary: ConsumeSummary
     ) -> _Decision:
         """Parses and runs one task: what to do with its message and claim."""
         try:
             task = self.parse(found.task)
-        except Exception as error:
+        except BaseException as error:
+            if not is_task_failure(error):
+                raise
             return self._unparseable(queue, found, summary, error=error)
         if task is None:
             return self._unparseable(queue, found, summary, error=None)
-        signals.send(signals.task_started, queue, found, attempts, task)
         try:
+            # Past its attempts, a message was delivered and never settled:
+            # each delivery ended its worker, so it is not run once more.
+            if attempts > self.max_retries + 1:
+                raise DeliveriesExhausted(attempts, self.max_retries)
+            signals.send(signals.task_started, queue, found, attempts, task)
             result = self.run(task)
             if result is not None and inspect.isawaitable(result):
                 async_to_sync(_wait)(result)
-        except Exception as error:
-            # Escaped only here: a run that returns logs nothing.
-            shown = (printable(queue), printable(found.key))
-            extra = {"queue": queue, "key": found.key, "attempts": attempts}
-            if attempts <= self.max_retries:
-                wait = requested_wait_ms(self.retry_after_ms, error)
-                # A backend counting from 0 would make the schedule raise; count from 1.
-                delay = retry_delay_seconds(max(attempts, 1), wait)
-                # Scale 1 (the default) keeps the TypeScript package's whole seconds exactly.
-                scaled = delay if self.scale == 1.0 else round(delay * self.scale, 3)
-                logger.info(
-                    "%s task %s failed (attempt %d); retrying in %s s",
-                    *(*shown, attempts, scaled),
-                    exc_info=True,
-                    extra={"event": "queue.task_retrying", **extra},
-                )
-                summary.retried += 1
-                summary.retry_delays.append(scaled)
-                signals.send(
-                    signals.task_retried,
-                    queue,
-                    found,
-                    attempts,
-                    task,
-                    error=error,
-                    delay_seconds=scaled,
-                )
-                return _Decision(
-                    "retried",
-                    ack=False,
-                    delay_seconds=scaled,
-                    error=describe_error(error),
-                    exception=error,
-                )
+        except BaseException as error:
+            if not is_task_failure(error):
+                raise
+            # Decided inside the handler: the failure hook and the signal
+            # receivers see it as sys.exc_info().
+            return self._failed(queue, found, attempts, task, error, summary)
+        summary.ok += 1
+        signals.send(signals.task_finished, queue, found, attempts, task)
+        return _OK
+
+    def _failed(
+        self,
+        queue: str,
+        found: Envelope,
+        attempts: int,
+        task: Any,
+        error: BaseException,
+        summary: ConsumeSummary,
+    ) -> _Decision:
+        """A failed attempt (called inside its exception handler): retried,
+        or given up for the last time."""
+        # Escaped only here: a run that returns logs nothing.
+        shown = (printable(queue), printable(found.key))
+        extra = {"queue": queue, "key": found.key, "attempts": attempts}
+        final = attempts > self.max_retries
+        if self.on_failure is not None:
+            # A failed write of the failure (the database is gone) leaves the
+            # message unsettled, to be delivered again: it raises from here.
+            self.on_failure(error, final)
+        if not final:
+            wait = requested_wait_ms(self.retry_after_ms, error)
+            # A backend counting from 0 would make the schedule raise; count from 1.
+            delay = retry_delay_seconds(max(attempts, 1), wait)
+            # Scale 1 (the default) keeps the TypeScript package's whole seconds exactly.
+            scaled = delay if self.scale == 1.0 else round(delay * self.scale, 3)
+            logger.info(
+                "%s task %s failed (attempt %d); retrying in %s s",
+                *(*shown, attempts, scaled),
+                exc_info=True,
+                extra={"event": "queue.task_retrying", **extra},
+            )
+            summary.retried += 1
+            summary.retry_delays.append(scaled)
+            more = {"error": error, "delay_seconds": scaled}
+            signals.send(signals.task_retried, queue, found, attempts, task, **more)
+            return _Decision(
+                "retried",
+                ack=False,
+                delay_seconds=scaled,
+                error=describe_error(error),
+                exception=error,
+            )
+        if isinstance(error, DeliveriesExhausted):
+            logger.error(
+                "%s task %s: %s",
+                *(*shown, error),
+                extra={"event": "queue.task_abandoned", **extra},
+            )
+        else:
             logger.error(
                 "%s task %s failed after %d attempt%s",
                 *(*shown, attempts, "" if attempts == 1 else "s"),
                 exc_info=True,
                 extra={"event": "queue.task_failed", **extra},
             )
-            summary.failed += 1
-            signals.send(signals.task_gave_up, queue, found, attempts, task, error=error)
-            return replace(_GAVE_UP, exception=error)
-        summary.ok += 1
-        signals.send(signals.task_finished, queue, found, attempts, task)
-        return _OK
+        summary.failed += 1
+        signals.send(signals.task_gave_up, queue, found, attempts, task, error=error)
+        return replace(_GAVE_UP, exception=error)
 
     def _unparseable(
-        self, queue: str, found: Envelope, summary: ConsumeSummary, *, error: Exception | None
+        self, queue: str, found: Envelope, summary: ConsumeSummary, *, error: BaseException | None
     ) -> _Decision:
         logger.warning(
             "%s task %s is unparseable; claim released, acked",
@@ -335,23 +349,17 @@ def consume_claimed(
     on. Each claim write commits before its message is settled, so this
     raises ``TransactionManagementError`` inside ``transaction.atomic()``.
     ``max_retries`` other than an int from 0 raises ``ValueError`` before
-    any message is touched. Only ``Exception`` counts as a failure;
-    ``KeyboardInterrupt`` and ``SystemExit`` propagate.
+    any message is touched. Whatever ``parse`` or ``run`` raises is the
+    task's failure, ``SystemExit`` and ``KeyboardInterrupt`` included (see
+    :mod:`~astral_taskclaim.consumer.failures` for the one Ctrl-C that propagates).
+    A message delivered more than ``max_retries + 1`` times (its earlier
+    deliveries never settled: each ended its worker) is given up without
+    running: logged as ``queue.task_abandoned``, claim released, acked.
 
     Each message goes through :meth:`Consumer.consume_one`, as in the worker.
     """
     options = TaskOptions(parse, run, max_retries, retry_after_ms)
     return Consumer.create(options, using=using).consume(batch)
-
-
-#: Longest error text kept with a queued message.
-MAX_ERROR_CHARS = 2000
-
-
-def describe_error(error: BaseException) -> str:
-    """``ExceptionClass: message``, cut to :data:`MAX_ERROR_CHARS`."""
-    text = f"{type(error).__qualname__}: {error}" if str(error) else type(error).__qualname__
-    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
 
 
 async def _wait(awaitable: Awaitable[object]) -> None:

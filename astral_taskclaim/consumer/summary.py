@@ -5,11 +5,25 @@ the one way they are printed, and a worker's totals (:class:`WorkerStats`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, Self
+from typing import Any, Literal, NamedTuple, Protocol, Self
 
-__all__ = ["Batch", "ConsumeSummary", "Message", "Outcome", "TaskRun", "WorkerStats"]
+from astral_taskclaim.core.validation import validate_max_retries
+
+__all__ = [
+    "Batch",
+    "ConsumeSummary",
+    "FailureHook",
+    "Message",
+    "MessageConsumer",
+    "Outcome",
+    "TaskOptions",
+    "TaskRun",
+    "WorkerStats",
+    "checked_options",
+]
 
 #: What became of one message: the :class:`ConsumeSummary` counter it adds to.
 Outcome = Literal["ok", "retried", "failed", "malformed", "unparseable"]
@@ -151,3 +165,53 @@ class WorkerStats(ConsumeSummary):
 
     def __str__(self) -> str:
         return self.describe(f"{self.received} received")
+
+
+#: Called inside the handler of a run's failure with the error and whether
+#: it is the last attempt (so ``sys.exc_info()`` is the failure's).
+FailureHook = Callable[[BaseException, bool], object]
+
+
+class MessageConsumer(ABC):
+    """Consumes one queue's messages one at a time (what a worker calls);
+    :meth:`consume` goes through a batch."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def consume_one(self, message: Message, summary: ConsumeSummary) -> Outcome:
+        """Runs and settles ``message`` of queue ``summary.queue``; adds its
+        outcome to ``summary`` and returns it."""
+
+    def consume(self, batch: Batch) -> ConsumeSummary:
+        """Consumes the batch's messages in order; what became of them."""
+        summary = ConsumeSummary(queue=batch.queue)
+        consume_one = self.consume_one
+        for message in batch.messages:
+            consume_one(message, summary)
+        return summary
+
+
+class TaskOptions(NamedTuple):
+    """A task's options, as :func:`consume_claimed` takes them."""
+
+    parse: Callable[[Any], Any]
+    run: Callable[[Any], object]
+    max_retries: int
+    retry_after_ms: Callable[[BaseException], object] | None = None
+    on_failure: FailureHook | None = None
+
+
+def checked_options(options: TaskOptions) -> TaskOptions:
+    """``options`` if each is valid; ``ValueError`` or ``TypeError`` naming the bad one."""
+    validate_max_retries(options.max_retries)
+    for name, function in (("parse", options.parse), ("run", options.run)):
+        if not callable(function):
+            raise TypeError(f"{name} must be callable, got {type(function).__name__}")
+    for name, hook in (
+        ("retry_after_ms", options.retry_after_ms),
+        ("on_failure", options.on_failure),
+    ):
+        if hook is not None and not callable(hook):
+            raise TypeError(f"{name} must be callable, got {type(hook).__name__}")
+    return options

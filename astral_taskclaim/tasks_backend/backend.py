@@ -135,6 +135,7 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
         """Django's checks, then the app's options (``InvalidTask``)."""
         super().validate_task(task)
         validate_options(task)
+        results.remember(task)
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         """The backend's option errors (E033) and its queues' system checks."""

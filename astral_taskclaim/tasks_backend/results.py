@@ -13,7 +13,7 @@ import os
 import socket
 import traceback
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from functools import cache
@@ -23,6 +23,7 @@ import psycopg
 from django.db import DataError, connections
 from django.utils.module_loading import import_string
 
+from astral_taskclaim.consumer.failures import TaskNotFound, describe_error
 from astral_taskclaim.db import statements
 from astral_taskclaim.db.aio_pool import pool
 from astral_taskclaim.tasks_backend.compat import (
@@ -78,14 +79,31 @@ def error_of(exception: BaseException) -> TaskError:
     )
 
 
+#: The Tasks of this backend class made in this process (``@task`` checks
+#: each with ``validate_task``), by dotted path: the first, the decorated one.
+_known_tasks: dict[str, Any] = {}
+
+
+def remember(task: Any) -> None:
+    """Registers a Task the backend validated, so a worker finds it by its
+    path without importing anything a message names."""
+    _known_tasks.setdefault(task.module_path, task)
+
+
 def load_task(path: str) -> Any:
-    """The Task at dotted ``path``; ``LookupError`` naming it otherwise."""
+    """The Task at dotted ``path``, registered or else imported;
+    :class:`~astral_taskclaim.consumer.failures.TaskNotFound` (a ``LookupError``)
+    naming it otherwise. Only for a path the app wrote (a stored run's),
+    never one only a message names: importing runs the module's code."""
+    task = _known_tasks.get(path)
+    if task is not None:
+        return task
     try:
         task = import_string(path)
-    except ImportError as error:
-        raise LookupError(f"task {path!r} cannot be imported: {error}") from error
+    except Exception as error:  # ".x" raises ValueError; a module may raise anything
+        raise TaskNotFound(f"task {path!r} cannot be imported: {describe_error(error)}") from error
     if not isinstance(task, Task):
-        raise LookupError(f"{path!r} is not a Task (is it decorated with @task?)")
+        raise TaskNotFound(f"{path!r} is not a Task (is it decorated with @task?)")
     return task
 
 
@@ -101,17 +119,40 @@ def relaxed(database: str) -> bool:
     return connections[database].get_autocommit()
 
 
-def start(database: str, result_id: str) -> tuple[Any, ...] | None:
-    """Starts an attempt: ``(status, enqueued_at, started_at,
-    last_attempted_at, worker_ids)``, or ``None`` for a run that finished
-    (or was cancelled, or deleted) and must not run again."""
-    params = {"id": result_id, "worker_id": worker_id(), "relaxed": relaxed(database)}
+def start(database: str, result_id: str, payload: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """Starts an attempt of the run whose message task is ``payload``:
+    ``(status, enqueued_at, started_at, last_attempted_at, worker_ids)``, or
+    ``None`` for a run that finished (or was cancelled, or deleted) and must
+    not run again, or whose stored task path and arguments are not the
+    message's (see :func:`refusal`)."""
+    params = {
+        "id": result_id,
+        "task_path": payload["taskPath"],
+        "args": compact_json(payload["args"]),
+        "kwargs": compact_json(payload["kwargs"]),
+        "worker_id": worker_id(),
+        "relaxed": relaxed(database),
+    }
     rows = statements.run(database, "tasks/start.sql", params)
     if not rows:
         return None
     *times, worker_ids = rows[0]
     # Django's connections load jsonb as text, for the ORM to decode.
     return (*times, json.loads(worker_ids) if isinstance(worker_ids, str) else worker_ids)
+
+
+def refusal(database: str, result_id: str, payload: Mapping[str, Any]) -> str | None:
+    """Why a message with task ``payload`` for run ``result_id`` did not
+    start: no such run, or one of another task or arguments (a forged
+    message: the stored run is what runs); ``None`` when it finished."""
+    fields = ("task_path", "args", "kwargs")
+    row = StoredTaskResult.objects.using(database).filter(pk=result_id).values_list(*fields)
+    found = row.first()
+    if found is None:
+        return f"no task result {result_id}"
+    if found != (payload["taskPath"], payload["args"], payload["kwargs"]):
+        return f"its task or arguments are not those of task result {result_id}"
+    return None
 
 
 def succeed(database: str, result_id: str, return_value: Any) -> datetime | None:

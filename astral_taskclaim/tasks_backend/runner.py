@@ -9,12 +9,25 @@ retries, two-stage shutdown and reconnects. Each message goes through
 claim); the runner records the attempt and its outcome in
 ``taskclaim.task_result`` around it:
 
-- before running, the run is marked ``RUNNING`` with one more worker id; a
-  run already finished (or cancelled) is acked without running again;
 - a run whose ``runAfter`` is still ahead (a delay longer than the queue
-  takes in one send) is sent again for the rest of the wait and acked;
+  takes in one send) is sent again for the rest of the wait and acked; a
+  ``runAfter`` that is no time with a UTC offset is malformed;
+- before running, the run is marked ``RUNNING`` with one more worker id,
+  only if the message's task path and arguments are the stored run's: a
+  message naming a real run's id with others is refused as malformed (and
+  the row left alone); a run already finished (or cancelled) is acked
+  without running again. Only then is the task looked up: among the Tasks
+  this process made, else by importing the stored path; nothing a message
+  alone names is imported;
+- a task this worker cannot load (a rolling deploy) is sent again with a
+  growing wait until :data:`UNKNOWN_TASK_PATIENCE` after its enqueue, then
+  failed;
 - afterwards: ``SUCCESSFUL`` with the return value, ``READY`` again with
-  the error when a retry is due, ``FAILED`` with it on the last attempt.
+  the error when a retry is due, ``FAILED`` with it on the last attempt
+  (written, and ``task_finished`` sent, inside the failure's handler).
+
+Any other error while reading or dispatching one message refuses it as
+malformed; database and queue errors go to the worker, which reconnects.
 """
 
 from __future__ import annotations
@@ -23,9 +36,11 @@ import inspect
 import logging
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+import psycopg
+from django.db import DatabaseError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -37,9 +52,12 @@ from astral_taskclaim.consumer.consume import (
     Outcome,
     TaskOptions,
 )
-from astral_taskclaim.core.envelope import parse_body
+from astral_taskclaim.consumer.failures import TaskNotFound, describe_error
+from astral_taskclaim.consumer.retry import retry_delay_seconds
+from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.core.envelope import Envelope, parse_body
 from astral_taskclaim.core.validation import max_retries_problem
-from astral_taskclaim.queues import queues
+from astral_taskclaim.queues import QueueError, queues
 from astral_taskclaim.tasks import ClaimedTask, requested_retry_after_ms
 from astral_taskclaim.tasks_backend import results
 from astral_taskclaim.tasks_backend.compat import (
@@ -82,21 +100,23 @@ class TaskRunner(ClaimedTask[Any]):
         refuse = TaskOptions(_refuse, _not_called, 0)
         return _RunnerConsumer(self, Consumer.create(refuse, using=using))
 
-    def _send_again_later(self, queue: str, message: Message, run_after: datetime) -> bool:
-        """Sends the message again for the wait left, when more than a
-        second is; whether it did (the message is then acked)."""
-        wait = (run_after - timezone.now()).total_seconds()
-        if wait <= 1:
-            return False
+    def _send_again(self, queue: str, message: Message, wait: float) -> None:
+        """Sends the message's body again, ``wait`` seconds ahead (at most
+        the queue's longest delay), and acks this delivery: the new message
+        starts its delivery count afresh."""
         sender = queues[queue]
         sender.send(message.body, delay_seconds=min(wait, sender.max_send_delay_seconds))
         message.ack()
-        logger.info(
-            "%s: run %s is due at %s; sent again",
-            *(queue, message.body.get("claim"), run_after.isoformat()),
-            extra={"event": "tasks.run_deferred", "queue": queue},
-        )
-        return True
+
+
+#: How long after its enqueue a run whose task this worker does not have
+#: (a rolling deploy: new web code, old workers) is sent again rather than
+#: failed, and the longest wait between two tries.
+UNKNOWN_TASK_PATIENCE = timedelta(hours=1)
+UNKNOWN_TASK_MAX_WAIT = 900.0
+#: Errors of the database or the queue while dispatching a message: the
+#: worker reconnects and the message is delivered again, never refused.
+_INFRASTRUCTURE = (DatabaseError, psycopg.Error, QueueError)
 
 
 @dataclass(frozen=True)
@@ -108,102 +128,142 @@ class _RunnerConsumer(MessageConsumer):
     refuse: Consumer
 
     def consume_one(self, message: Message, summary: ConsumeSummary) -> Outcome:
-        queue, refuse = summary.queue, self.refuse
         found = parse_body(message.body)
         payload = found.task if found is not None else None
         if found is None or not _is_payload(payload):
-            return refuse.consume_one(message, summary)
+            return self.refuse.consume_one(message, summary)
         assert isinstance(payload, Mapping)
+        try:
+            prepared = self._prepare(summary, message, found, payload)
+        except _INFRASTRUCTURE:
+            raise
+        except Exception as error:
+            # Nothing one message holds may stop the worker: it is refused.
+            return self.refuse.malformed(message, summary, describe_error(error)[:500])
+        if not isinstance(prepared, _Attempt):
+            return prepared
+        options = TaskOptions(
+            _accept, prepared.run, prepared.max_retries, requested_retry_after_ms, prepared.failed
+        )
+        outcome = self.refuse.for_task(options).consume_one(message, summary)
+        prepared.record(outcome)
+        return outcome
+
+    def _prepare(
+        self, summary: ConsumeSummary, message: Message, found: Envelope, payload: Mapping[str, Any]
+    ) -> Outcome | _Attempt:
+        """The started attempt of the message's run, or what became of a
+        message that runs nothing now (deferred, finished, refused, its
+        task unknown)."""
+        queue, database = summary.queue, self.refuse.alias
         run_after = _run_after(payload)
-        if run_after is not None and self.runner._send_again_later(queue, message, run_after):
+        wait = 0.0 if run_after is None else (run_after - timezone.now()).total_seconds()
+        if wait > 1:
+            self.runner._send_again(queue, message, wait)
+            logger.info(
+                "%s: run %s is due at %s; sent again",
+                *(queue, found.claim, run_after.isoformat() if run_after else None),
+                extra={"event": "tasks.run_deferred", "queue": queue},
+            )
+            return "ok"
+        # Checked against the stored run first: a message naming a real
+        # run's id with another task or arguments starts nothing.
+        started = results.start(database, found.claim, payload)
+        if started is None:
+            problem = results.refusal(database, found.claim, payload)
+            if problem is not None:
+                return self.refuse.malformed(message, summary, problem)
+            message.ack()  # finished or cancelled: nothing to run again
+            summary.ok += 1
             return "ok"
         try:
+            # The path is the stored run's now, written by the app's code.
             task = results.load_task(payload["taskPath"])
-        except LookupError as error:
-            results.fail(refuse.alias, found.claim, results.error_of(error), final=True)
-            return refuse.consume_one(message, summary)
+        except TaskNotFound as error:
+            return self._unknown_task(summary, message, found, started, error)
         # The run's own retry count, else the backend's (a bad one too).
         max_retries = payload.get("maxRetries", getattr(task, "max_retries", None))
         if max_retries is None or max_retries_problem(max_retries) is not None:
             max_retries = self.runner.max_retries
-        attempt = _Attempt(task, found.claim, refuse.alias, payload)
-        options = TaskOptions(_accept, attempt.run, max_retries, requested_retry_after_ms)
-        outcome = refuse.for_task(options).consume_one(message, summary)
-        attempt.record(outcome)
-        return outcome
+        return _Attempt(task, found.claim, database, payload, max_retries, started)
+
+    def _unknown_task(
+        self,
+        summary: ConsumeSummary,
+        message: Message,
+        found: Envelope,
+        started: tuple[Any, ...],
+        error: TaskNotFound,
+    ) -> Outcome:
+        """A run of a task this worker cannot load: sent again with a
+        growing wait until :data:`UNKNOWN_TASK_PATIENCE` after its enqueue
+        (newer workers may have it), then failed."""
+        queue, database = summary.queue, self.refuse.alias
+        enqueued_at, tries = started[1], len(started[4])
+        final = timezone.now() - enqueued_at >= UNKNOWN_TASK_PATIENCE
+        results.fail(database, found.claim, results.error_of(error), final=final)
+        extra = {"event": "tasks.task_unknown", "queue": queue, "key": found.key}
+        if final:
+            logger.error("%s: run %s failed: %s", queue, found.claim, error, extra=extra)
+            return self.refuse.consume_one(message, summary)  # claim released, acked
+        wait = min(float(retry_delay_seconds(max(tries, 1))), UNKNOWN_TASK_MAX_WAIT)
+        wait *= app_settings.DELAY_SCALE
+        self.runner._send_again(queue, message, wait)
+        logger.warning(
+            "%s: run %s: %s; sent again in %s s", *(queue, found.claim, error, wait), extra=extra
+        )
+        summary.retried += 1
+        summary.retry_delays.append(wait)
+        return "retried"
 
 
 @dataclass
 class _Attempt:
-    """One attempt of a run: starts it, runs it, records what happened."""
+    """One started attempt of a run: runs it, records what happened."""
 
     task: Any
     result_id: str
     database: str
     payload: Mapping[str, Any]
-    skipped: bool = False
+    max_retries: int
+    started: tuple[Any, ...] = field(repr=False)
     return_value: Any = None
-    error: BaseException | None = None
-    started: tuple[Any, ...] | None = field(default=None, repr=False)
 
     def run(self, payload: Any) -> object:
-        self.started = results.start(self.database, self.result_id)
-        if self.started is None:
-            self.skipped = True
-            return None
         result = self._task_result(TaskResultStatus.RUNNING)
         task_started.send(type(self.task.get_backend()), task_result=result)
         args, kwargs = list(payload["args"]), dict(payload["kwargs"])
-        try:
-            if self.task.takes_context:
-                value = self.task.func(TaskContext(task_result=result), *args, **kwargs)
-            else:
-                value = self.task.func(*args, **kwargs)
-        except Exception as error:
-            self.error = error
-            raise
+        if self.task.takes_context:
+            value = self.task.func(TaskContext(task_result=result), *args, **kwargs)
+        else:
+            value = self.task.func(*args, **kwargs)
         if inspect.isawaitable(value):
             return self._finish(value)
-        self._keep(value)
+        self.return_value = normalize_json(value)
         return None
 
     async def _finish(self, awaitable: Awaitable[Any]) -> None:
-        try:
-            self._keep(await awaitable)
-        except Exception as error:
-            self.error = error
-            raise
+        self.return_value = normalize_json(await awaitable)
 
-    def _keep(self, value: Any) -> None:
-        try:
-            self.return_value = normalize_json(value)
-        except (TypeError, ValueError) as error:
-            self.error = error
-            raise
+    def failed(self, error: BaseException, final: bool) -> None:
+        """Records a failed attempt; ``task_finished`` for the last. Called
+        inside the failure's handler, so receivers see ``sys.exc_info()``
+        (Django's own ERROR line has the traceback)."""
+        finished = results.fail(self.database, self.result_id, results.error_of(error), final=final)
+        if final:
+            result = self._task_result(TaskResultStatus.FAILED, finished_at=finished)
+            task_finished.send(type(self.task.get_backend()), task_result=result)
 
     def record(self, outcome: Outcome) -> None:
-        """Writes the attempt's outcome as ``consume_one`` decided it."""
-        if self.skipped or self.started is None:
+        """Writes a successful attempt (failures are written by :meth:`failed`)."""
+        if outcome != "ok":
             return
-        if outcome == "ok":
-            finished = results.succeed(self.database, self.result_id, self.return_value)
-            status = TaskResultStatus.SUCCESSFUL
-        elif self.error is not None:
-            final = outcome == "failed"
-            error = results.error_of(self.error)
-            finished = results.fail(self.database, self.result_id, error, final=final)
-            if not final:
-                return
-            status = TaskResultStatus.FAILED
-        else:
-            return
-        result = self._task_result(status, finished_at=finished)
-        if status == TaskResultStatus.SUCCESSFUL:
-            set_return_value(result, self.return_value)
+        finished = results.succeed(self.database, self.result_id, self.return_value)
+        result = self._task_result(TaskResultStatus.SUCCESSFUL, finished_at=finished)
+        set_return_value(result, self.return_value)
         task_finished.send(type(self.task.get_backend()), task_result=result)
 
     def _task_result(self, status: Any, *, finished_at: datetime | None = None) -> Any:
-        assert self.started is not None
         _status, enqueued_at, started_at, last_attempted_at, worker_ids = self.started
         payload = (list(self.payload["args"]), dict(self.payload["kwargs"]))
         return results.run_result(
@@ -230,8 +290,21 @@ def _is_payload(value: object) -> bool:
 
 
 def _run_after(payload: Mapping[str, Any]) -> datetime | None:
+    """The run's ``runAfter``; ``ValueError`` for one that is no ISO 8601
+    time with a UTC offset (a naive time, February 30th, hour 25)."""
     value = payload.get("runAfter")
-    return parse_datetime(value) if isinstance(value, str) else None
+    if value is None:
+        return None
+    shown = repr(value)[:100]
+    try:
+        parsed = parse_datetime(value) if isinstance(value, str) else None
+    except ValueError as error:  # well formed, but no such time (February 30th)
+        raise ValueError(f"runAfter {shown} is no time: {error}") from None
+    if parsed is None:
+        raise ValueError(f"runAfter {shown} is no ISO 8601 time")
+    if timezone.is_naive(parsed):
+        raise ValueError(f"runAfter {shown} has no UTC offset")
+    return parsed
 
 
 def _accept(task: Any) -> Any:

@@ -237,8 +237,13 @@ class Worker:
 
     def _process(self, batch: MessageBatch) -> None:
         """Runs the batch's messages until done or stopped; settles it once."""
-        self.stats.batches += 1
-        self.stats.received += len(batch.messages)
+        stats = self.stats
+        stats.batches += 1
+        stats.received += len(batch.messages)
+        # Fewest deliveries first (stable): a message brought back by its own
+        # crashes runs after the rest, so a worker it kills again has run
+        # them, and they do not pile up deliveries unrun behind it.
+        batch.messages.sort(key=_deliveries)
         summary = ConsumeSummary(queue=batch.queue)
         with self._lease_keeper(batch.messages) as keeper:
             done = self._run(batch, summary, keeper)
@@ -357,3 +362,8 @@ def _count(name: str, value: object, *, maximum: int | None = None) -> int:
         upper = f" to {maximum}" if maximum is not None else " or more"
         raise ValueError(f"{name} must be from 1{upper}, got {value}")
     return value
+
+
+def _deliveries(message: ReceivedMessage) -> int:
+    return message.attempts
+

@@ -458,13 +458,13 @@ def test_an_invalid_key_under_a_real_token_is_malformed_and_never_claimed_as_hel
 
 def test_a_key_with_a_newline_cannot_forge_a_log_line(logs: pytest.LogCaptureFixture) -> None:
     key = "k\nERROR astral_taskclaim.consumer.consume: forged\x1b[2J"
-    consume(message(claimed(key), attempts=9), run=fail)
+    consume(message(claimed(key), attempts=4), run=fail)
     [record] = events(logs)
     assert record.event == "queue.task_failed"  # type: ignore[attr-defined]
     text = record.getMessage()
     assert (
         text == "refresh task k\\nERROR astral_taskclaim.consumer.consume: forged\\x1b[2J"
-        " failed after 9 attempts"
+        " failed after 4 attempts"
     )
     assert record.key == key  # type: ignore[attr-defined]  (structured: left as it is)
 

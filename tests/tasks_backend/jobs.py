@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Any
 
 from astral_taskclaim.tasks_backend.compat import TaskContext
@@ -86,3 +87,16 @@ def record(label: str) -> str:
 @_task()
 def returns_unserialisable() -> object:
     return object()
+
+
+@_task()
+def exits(code: int) -> None:
+    """Ends the process as a script would: ``sys.exit(code)``."""
+    calls.append(("exits", code))
+    sys.exit(code)
+
+
+@_task()
+def interrupts() -> None:
+    calls.append(("interrupts",))
+    raise KeyboardInterrupt

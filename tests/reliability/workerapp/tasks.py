@@ -6,12 +6,16 @@ worker's process id, so the test sees each run the moment it commits and
 knows which process to kill. A task body is ``{"id": int, "mode": ...,
 "sleep_ms": int}``: mode ``ok`` succeeds, ``fail_first`` fails its first
 run, ``fail_always`` always fails; ``sleep_ms`` keeps the run busy after
-recording it, so a kill can land inside the run too.
+recording it, so a kill can land inside the run too. The poison modes
+(:data:`POISON_MODES`) end the run as a misbehaving task does: ``exit``
+calls ``sys.exit(3)``, ``interrupt`` raises ``KeyboardInterrupt``,
+``os_exit`` ends the worker process with ``os._exit(137)``.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from django.db import connection
@@ -21,6 +25,9 @@ from astral_taskclaim.tasks import claimed_task
 RUNS_TABLE = "reliability_run"
 CHANNEL = "reliability_run"
 MODES = ("ok", "fail_first", "fail_always")
+POISON_MODES = ("exit", "interrupt", "os_exit")
+#: The exit status of a worker an ``os_exit`` task ends.
+KILLED_STATUS = 137
 
 
 class PlannedFailure(Exception):
@@ -38,7 +45,9 @@ def reliability_task(task: dict[str, Any]) -> None:
         cursor.execute("SELECT count(*) FROM reliability_run WHERE task_id = %s", [task["id"]])
         row = cursor.fetchone()
         earlier = int(row[0]) if row else 0
-        fail = mode == "fail_always" or (mode == "fail_first" and earlier == 0)
+        fail = (
+            mode in POISON_MODES or mode == "fail_always" or (mode == "fail_first" and earlier == 0)
+        )
         cursor.execute(
             """WITH run AS (
                  INSERT INTO reliability_run (task_id, outcome, pid)
@@ -49,6 +58,12 @@ def reliability_task(task: dict[str, Any]) -> None:
         )
         if task.get("sleep_ms"):
             cursor.execute("SELECT pg_sleep(%s)", [task["sleep_ms"] / 1000])
+    if mode == "exit":
+        sys.exit(3)
+    if mode == "interrupt":
+        raise KeyboardInterrupt
+    if mode == "os_exit":
+        os._exit(KILLED_STATUS)
     if fail:
         raise PlannedFailure(f"task {task['id']} ({mode}) fails as planned")
 

@@ -1,0 +1,71 @@
+"""What counts as a task's failure, and the failures the consumer raises itself.
+
+A run is a call the worker makes, so whatever it raises is the task's doing
+and one failed attempt, retried or given up like any other error:
+``SystemExit`` (``sys.exit()``, ``exit()``), a ``KeyboardInterrupt`` the task
+raised, ``asyncio.CancelledError`` out of an async task (the worker never
+cancels a run), even ``GeneratorExit`` (a run is no generator the worker
+closes). Only the worker's own shutdown stops a worker, and it raises
+nothing: its first signal sets a flag, its second ends the process. The one
+exception is a ``KeyboardInterrupt`` in the main thread while SIGINT has
+Python's default handler (``consume_claimed()`` called from a script, with
+no worker's handlers installed): that may be a real Ctrl-C, so it propagates.
+
+:class:`DeliveriesExhausted` is the failure of a message delivered more
+times than its task has attempts without ever being settled: each earlier
+delivery ended its worker (``os._exit()``, SIGKILL, out of memory, a
+segfault). It is given up without running again.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+__all__ = [
+    "MAX_ERROR_CHARS",
+    "DeliveriesExhausted",
+    "TaskNotFound",
+    "describe_error",
+    "is_task_failure",
+]
+
+#: Longest error text kept with a queued message.
+MAX_ERROR_CHARS = 2000
+
+
+class DeliveriesExhausted(Exception):
+    """A message delivered ``attempts`` times, past ``max_retries + 1``,
+    none of them settled: given up without running it again."""
+
+    def __init__(self, attempts: int, max_retries: int) -> None:
+        super().__init__(
+            f"delivered {attempts} times, more than the {max_retries + 1} attempts of "
+            f"max_retries={max_retries}, without being settled (each earlier delivery "
+            "ended its worker process); given up without running it again"
+        )
+        self.attempts = attempts
+        self.max_retries = max_retries
+
+
+class TaskNotFound(LookupError):
+    """A message's task is not one this worker can run (yet): not
+    registered, or its module does not import."""
+
+
+def is_task_failure(error: BaseException) -> bool:
+    """Whether ``error``, raised by a task's ``parse`` or ``run``, is its
+    failed attempt (see the module docstring); ``False`` only for what may
+    be the user's Ctrl-C, which must propagate."""
+    if isinstance(error, Exception) or not isinstance(error, KeyboardInterrupt):
+        return True
+    return not (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    )
+
+
+def describe_error(error: BaseException) -> str:
+    """``ExceptionClass: message``, cut to :data:`MAX_ERROR_CHARS`."""
+    text = f"{type(error).__qualname__}: {error}" if str(error) else type(error).__qualname__
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
