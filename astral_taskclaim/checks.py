@@ -71,10 +71,24 @@ from astral_taskclaim.db.connections import PROBE, server_version
 from astral_taskclaim.db.cron import has_cleanup_job
 from astral_taskclaim.fields import DbSlugField
 from astral_taskclaim.functions import Slug
-from astral_taskclaim.queues import check_queue, create_queue
-from astral_taskclaim.queues.postgres import PostgresQueue
-from astral_taskclaim.schedules import Schedule, from_settings, schedules
+from astral_taskclaim.queues import check_queue
+from astral_taskclaim.schedules import checks as schedule_checks
 from astral_taskclaim.tasks import registry
+from astral_taskclaim.worker import checks as worker_checks
+
+# Registered where they belong: E050 with the schedules, W036 with the workers.
+__all__ = [
+    "check_queues",
+    "check_server",
+    "check_settings",
+    "check_shared_queues",
+    "check_task_queues",
+    "pooler_messages",
+    "schedule_checks",
+    "uses_slug_function",
+    "version_messages",
+    "worker_checks",
+]
 
 MIN_SERVER_VERSION = 140000
 NATIVE_SLUG_VERSION = 170000
@@ -325,77 +339,4 @@ def pooler_messages(connection: BaseDatabaseWrapper) -> list[checks.CheckMessage
                 id=ID.format("W041"),
             )
         )
-    return messages
-
-
-def schedule_problem(schedule: Schedule) -> str | None:
-    """Why ``schedule`` cannot work (E050's text), or ``None``."""
-    problem = schedule.timing.problem
-    if problem is None and schedule.kind == "claimed" and schedule.target.window_seconds is None:
-        problem = "the claimed task declares no window_seconds, which each slot's enqueue needs"
-    if problem is None and schedule.kind == "django":
-        try:
-            backend = schedule.target.get_backend()
-        except Exception as error:  # the framework's own lookup error, whatever its class
-            return f"its Tasks backend cannot be loaded: {error}"
-        if not callable(getattr(backend, "queue_for", None)):
-            problem = "the Django Task's backend is not a ClaimTaskBackend"
-    return problem
-
-
-@checks.register()
-def check_schedules(**kwargs: Any) -> list[checks.CheckMessage]:
-    """E050 for a schedule that cannot work, naming it and its task."""
-    try:
-        found = [*schedules, *from_settings(app_settings.SCHEDULES)]
-    except ImproperlyConfigured as error:
-        return [checks.Error(str(error), id=ID.format("E050"))]
-    return [
-        checks.Error(
-            f"schedule {schedule.name} of task {schedule.target_name}: {problem}",
-            obj=schedule.name,
-            id=ID.format("E050"),
-        )
-        for schedule in found
-        if (problem := schedule_problem(schedule)) is not None
-    ]
-
-
-@checks.register(checks.Tags.database)
-def check_unconsumed_queues(
-    databases: Sequence[str] | None = None, **kwargs: Any
-) -> list[checks.CheckMessage]:
-    """W036 for a PostgreSQL queue holding messages that no registered task
-    consumes: its workers would stop at start, the messages wait forever."""
-    try:
-        aliases = list(app_settings.QUEUES)
-    except ImproperlyConfigured:
-        return []  # reported as E006
-    messages: list[checks.CheckMessage] = []
-    for alias in aliases:
-        try:
-            registry.get(alias)
-            continue
-        except LookupError:
-            pass
-        try:
-            queue = create_queue(alias)
-            if not isinstance(queue, PostgresQueue) or queue.database not in (databases or ()):
-                continue
-            status = queue.status()
-        except (ImproperlyConfigured, DatabaseError):
-            continue  # E010 to E014, W007 or W030 says why
-        held = (status.ready or 0) + (status.delayed or 0) + (status.leased or 0)
-        if held:
-            messages.append(
-                checks.Warning(
-                    f"queue {alias!r} holds {held} messages, but no claimed task of this "
-                    "project consumes it: they wait until one is registered.",
-                    hint="Claimed tasks are registered when their module is imported: each "
-                    "installed app's tasks.py is, at start-up; import a task declared "
-                    "elsewhere (say jobs.py) from there.",
-                    obj=alias,
-                    id=ID.format("W036"),
-                )
-            )
     return messages

@@ -16,6 +16,7 @@ from astral_taskclaim.core.envelope import message_body
 from astral_taskclaim.db import cron
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import registry
+from astral_taskclaim.worker import checks as worker_checks
 
 pytestmark = pytest.mark.django_db
 
@@ -183,15 +184,15 @@ def test_w032_when_no_pg_cron_job_cleans_the_database_and_schedule_fixes_it() ->
 def test_w034_a_queue_holding_messages_no_registered_task_consumes() -> None:
     backend = {"BACKEND": "astral_taskclaim.queues.postgres.PostgresQueue"}
     with override_settings(TASKCLAIM_QUEUES={"default": backend, "jobs": backend}):
-        assert checks.check_unconsumed_queues(databases=["default"]) == []  # empty: no noise
+        assert worker_checks.check_unconsumed_queues(databases=["default"]) == []  # empty: no noise
         PostgresQueue("jobs").send(message_body("k", "t", 60, {"id": 1}))
-        [warning] = checks.check_unconsumed_queues(databases=["default"])
+        [warning] = worker_checks.check_unconsumed_queues(databases=["default"])
         assert warning.id == "astral_taskclaim.W036"
         assert warning.msg.startswith("queue 'jobs' holds 1 messages, but no claimed task")
         assert "tasks.py" in warning.hint
-        assert checks.check_unconsumed_queues() == []  # only with --database
+        assert worker_checks.check_unconsumed_queues() == []  # only with --database
         registry.task(queue="jobs", name="tests.jobs")(print)
         try:
-            assert checks.check_unconsumed_queues(databases=["default"]) == []
+            assert worker_checks.check_unconsumed_queues(databases=["default"]) == []
         finally:
             registry.unregister("jobs")

@@ -7,20 +7,7 @@ task, writes its claim (hold or release) and then settles the message with
 it; the worker calls it for each message it runs and settles the batch with
 the queue afterwards. It logs on the ``astral_taskclaim.consumer.consume`` logger;
 every record's ``extra`` has ``event`` and ``queue``, and ``key`` and
-``attempts`` where they are known:
-
-==================================  =======  ========================================
-Event                               Level    When
-==================================  =======  ========================================
-``queue.message_malformed``         warning  The body is not a claimed-task envelope.
-``queue.task_unparseable``          warning  ``parse`` returned ``None`` or raised.
-``queue.task_retrying``             info     ``run`` failed; a retry is due.
-``queue.task_failed``               error    ``run`` failed for the last time.
-``queue.task_abandoned``            error    Delivered past its attempts, never
-                                             settled: given up without running.
-``queue.claim_hold_failed``         error    Holding the claim for a retry failed.
-``queue.claim_release_failed``      error    Releasing the claim failed.
-==================================  =======  ========================================
+``attempts`` where they are known (the events: :doc:`/observability`).
 
 :meth:`Consumer.consume_one` sends the signals of
 :mod:`~astral_taskclaim.signals` around each run; it is the only place that
@@ -110,10 +97,9 @@ _GAVE_UP = _Decision("failed", ack=True, release=True)
 
 @dataclass(frozen=True, slots=True)
 class Consumer(MessageConsumer):
-    """A task's options (see :func:`consume_claimed`) on database alias
-    ``alias`` with delay scale ``scale``, noting runs with ``history`` (if
-    any). Made with :meth:`create` once per batch, so settings are read
-    there and not per message."""
+    """A task's options (see :func:`consume_claimed`) on database ``alias``,
+    delays scaled by ``scale``, runs noted by ``history``; made by
+    :meth:`create` once per batch, which reads the settings."""
 
     parse: Callable[[Any], Any]
     run: Callable[[Any], object]
@@ -140,8 +126,7 @@ class Consumer(MessageConsumer):
         return cls(*options, alias=alias, scale=app_settings.DELAY_SCALE, history=history)
 
     def for_task(self, options: TaskOptions) -> Consumer:
-        """This consumer with another task's options, for a consumer that
-        picks the task per message (settings are not read again)."""
+        """This consumer with another task's options (settings not read again)."""
         return Consumer(
             *checked_options(options), alias=self.alias, scale=self.scale, history=self.history
         )

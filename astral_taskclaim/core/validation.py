@@ -119,3 +119,13 @@ def check_encodes(queue: object, bodies: Iterable[Any]) -> None:
     if callable(encode):
         for body in bodies:
             encode(body)
+
+
+def validate_count(name: str, value: object, *, maximum: int | None = None) -> int:
+    """``value``, an int from 1 (to ``maximum``); else an error naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if value < 1 or (maximum is not None and value > maximum):
+        upper = f" to {maximum}" if maximum is not None else " or more"
+        raise ValueError(f"{name} must be from 1{upper}, got {value}")
+    return value

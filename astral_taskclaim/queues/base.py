@@ -329,10 +329,8 @@ class BaseQueue(ABC):
         return QueueStatus()
 
     def configuration_errors(self) -> tuple[checks.CheckMessage, ...]:
-        """The serious messages of :meth:`check`, which ``enqueue_claimed``
-        turns into ``ImproperlyConfigured`` before claiming a key. Kept from
-        the first call (``check()`` may be slow, and this runs before every
-        enqueue); a backend whose options can change overrides this."""
+        """The serious messages of :meth:`check` (``ImproperlyConfigured`` in
+        ``enqueue_claimed``), kept from the first call; override it if options change."""
         errors: tuple[checks.CheckMessage, ...] | None = self.__dict__.get("_configuration_errors")
         if errors is None:
             errors = tuple(message for message in self.check() if message.is_serious())
@@ -340,8 +338,7 @@ class BaseQueue(ABC):
         return errors
 
     def _log_stale_settlements(self, stale: int, *, advice: str = "") -> None:
-        """Warns (``queue.settle_stale``) that ``stale`` settlements were
-        skipped: their lease ran out and another delivery owns the message."""
+        """Warns (``queue.settle_stale``) of ``stale`` settlements skipped (leases ran out)."""
         logger.warning(
             "%s: %d settlements skipped: their lease ran out and the messages were "
             "delivered again%s",

@@ -51,6 +51,7 @@ from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.not_migrated import NotMigratedError
 from astral_taskclaim.core.redaction import redact_configured, redacting_filter
+from astral_taskclaim.core.validation import validate_count
 from astral_taskclaim.db.connections import close_connections
 from astral_taskclaim.queues import (
     BaseQueue,
@@ -118,17 +119,19 @@ class Worker:
     ) -> None:
         self.backend = backend if backend is not None else create_queue(queue)
         self.task = task if task is not None else registry.get(queue)
-        self.concurrency = _count("concurrency", concurrency)
+        self.concurrency = validate_count("concurrency", concurrency)
         most = self.backend.max_batch_size
         if batch_size is None:
             batch_size = default_batch_size(self.concurrency)
             batch_size = batch_size if most is None else min(batch_size, most)
-        self.batch_size = _count("batch_size", batch_size, maximum=most)
+        self.batch_size = validate_count("batch_size", batch_size, maximum=most)
         if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait < 1e9:
             raise ValueError(f"wait must be a number of seconds from 0, got {wait!r}")
         self.wait = float(wait)
         self.burst = bool(burst)
-        self.max_messages = None if max_messages is None else _count("max_messages", max_messages)
+        self.max_messages = (
+            None if max_messages is None else validate_count("max_messages", max_messages)
+        )
         self.queue = queue
         self.using = using
         self.stats = WorkerStats(queue)
@@ -355,15 +358,5 @@ class Worker:
             threading.Event().wait(delay)
 
 
-def _count(name: str, value: object, *, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if value < 1 or (maximum is not None and value > maximum):
-        upper = f" to {maximum}" if maximum is not None else " or more"
-        raise ValueError(f"{name} must be from 1{upper}, got {value}")
-    return value
-
-
 def _deliveries(message: ReceivedMessage) -> int:
     return message.attempts
-

@@ -14,7 +14,6 @@ from django.core.management import call_command
 from django.db import connection
 from django.test import override_settings
 
-from astral_taskclaim import checks
 from astral_taskclaim.queues import memory
 from astral_taskclaim.schedules import (
     Schedule,
@@ -26,6 +25,7 @@ from astral_taskclaim.schedules import (
     periodic,
     schedules,
 )
+from astral_taskclaim.schedules import checks as schedule_checks
 from astral_taskclaim.schedules.upkeep import cron_loaded
 from astral_taskclaim.worker.loop import Worker
 from tests.claimkit import insert_claim
@@ -104,7 +104,7 @@ def test_a_bad_settings_entry_is_an_error_naming_it(entry: dict[str, Any], messa
     with pytest.raises(ImproperlyConfigured, match=message):
         from_settings({"x": entry})
     with override_settings(TASKCLAIM_SCHEDULES={"x": entry}):
-        (error,) = checks.check_schedules()
+        (error,) = schedule_checks.check_schedules()
     assert error.id == "astral_taskclaim.E050"
 
 
@@ -114,7 +114,7 @@ def test_e040_names_the_task_of_a_bad_expression_or_zone(declared: list[str]) ->
     periodic(cron("61 * * * *"), name="bad-expression", task={})(task)
     periodic(cron("0 * * * *", zone="Mars/Olympus"), name="bad-zone", task={})(task)
     periodic(every(60), name="no-window", task={})(claimed(window_seconds=None))  # type: ignore[arg-type]
-    found = {m.obj: m.msg for m in checks.check_schedules()}
+    found = {m.obj: m.msg for m in schedule_checks.check_schedules()}
     assert found == {
         "bad-expression": "schedule bad-expression of task tests.schedules.report: "
         "not a cron expression: '61 * * * *'",
@@ -123,7 +123,7 @@ def test_e040_names_the_task_of_a_bad_expression_or_zone(declared: list[str]) ->
         "no-window": "schedule no-window of task tests.schedules.report: the claimed task "
         "declares no window_seconds, which each slot's enqueue needs",
     }
-    assert all(m.id == "astral_taskclaim.E050" for m in checks.check_schedules())
+    assert all(m.id == "astral_taskclaim.E050" for m in schedule_checks.check_schedules())
 
 
 @override_settings(TASKCLAIM_UPKEEP=True)
@@ -211,6 +211,6 @@ def test_e040_for_a_django_task_of_another_backend() -> None:
     }
     with override_settings(TASKS=tasks):
         schedule = Schedule("elsewhere", every(60), jobs.add.using(backend="other"), "k")
-        assert checks.schedule_problem(schedule) == (
+        assert schedule_checks.schedule_problem(schedule) == (
             "the Django Task's backend is not a ClaimTaskBackend"
         )
