@@ -88,7 +88,9 @@ def test_the_pages_examples_run_in_a_fresh_project(venv: Path, name: str) -> Non
     text = "\n".join(project.outputs)
     assert "refreshing project 42" in text
     assert re.search(r"default: project:42 attempt 1: ok in [\d.]+ s", text), text
-    assert "claims in default: 1 active, 0 expired" in text
+    # project:42's claim, and the slot claims of the built-in upkeep schedules
+    # the workers run where pg_cron is not loaded.
+    assert re.search(r"claims in default: [1-9]\d* active, 0 expired", text), text
     if name == "quickstart":
         assert re.search(r"tasks: .*send_receipt.* attempt 1: ok", text), text
     assert not (

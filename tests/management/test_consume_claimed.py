@@ -145,6 +145,7 @@ def test_metrics_listen_on_loopback_unless_told_otherwise(
     assert servers == [(9464, address)]
 
 
+@pytest.mark.usefixtures("jobs_task")
 def test_no_queue_named_consumes_every_queue_with_a_task_side_by_side(jobs: PostgresQueue) -> None:
     for n in range(4):
         enqueue_claimed(jobs, f"k{n}", {"n": n}, window_seconds=60)
