@@ -38,6 +38,14 @@ from django.db.models.signals import post_save
 
 from astral_taskclaim.functions import Slug
 
+__all__ = [
+    "EARLIEST_LOADABLE",
+    "LATEST_LOADABLE",
+    "UPDATE_RETURNS_EXPRESSIONS",
+    "DbSlugField",
+    "LoadableDateTimeField",
+]
+
 # Django 6.0 added RETURNING to the UPDATE of save() for fields whose value is
 # an expression; before it, the computed slug must be read back.
 UPDATE_RETURNS_EXPRESSIONS = django.VERSION >= (6, 0)

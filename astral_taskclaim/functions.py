@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from django.db.models import CharField, TextField, Transform
 
+__all__ = ["Slug", "register_lookups"]
+
 
 class Slug(Transform):
     """``slug.slug(expression)``: the URL slug of a text (NFC, lowercase

@@ -22,6 +22,8 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+__all__ = ["JsonFormatter"]
+
 # What every LogRecord has; anything else on a record came from ``extra``.
 _STANDARD = frozenset(
     vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys() | {"message", "asctime"}

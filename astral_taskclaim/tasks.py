@@ -39,6 +39,18 @@ from astral_taskclaim.core.validation import validate_max_retries, validate_wind
 from astral_taskclaim.queues import MessageBatch, queues
 from astral_taskclaim.queues.runs import HistoryMode, RunNote, history_problem, queue_history
 
+__all__ = [
+    "ClaimedTask",
+    "EnqueueOptions",
+    "RetryAfter",
+    "RetryAfterMs",
+    "TaskRegistry",
+    "autodiscover",
+    "claimed_task",
+    "registry",
+    "requested_retry_after_ms",
+]
+
 T = TypeVar("T")
 
 RetryAfterMs = Callable[[BaseException], object]

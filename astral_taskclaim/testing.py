@@ -25,6 +25,16 @@ from django.db import connections, transaction
 from astral_taskclaim.claims.claim import resolve_alias
 from astral_taskclaim.db.statements import Connector
 
+__all__ = [
+    "AdvisoryLock",
+    "HeldTransaction",
+    "backend_pid",
+    "hold_transaction",
+    "lock_holders",
+    "lock_waiters",
+    "rolled_back",
+]
+
 T = TypeVar("T")
 
 AdvisoryLock = int | str

@@ -15,6 +15,19 @@ from dataclasses import dataclass
 
 from django.utils.translation import gettext
 
+__all__ = [
+    "HEIGHT",
+    "WIDTH",
+    "Bar",
+    "Chart",
+    "Tick",
+    "bucket_label",
+    "history_chart",
+    "nice_ceiling",
+    "past_bucket_label",
+    "timeline_chart",
+]
+
 WIDTH = 720
 HEIGHT = 260
 _LEFT = 56

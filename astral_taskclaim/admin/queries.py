@@ -44,6 +44,23 @@ else:  # ModelAdmin and Paginator are generic only in the type stubs
             return admin.ModelAdmin
 
 
+__all__ = [
+    "EXACT_COUNT_LIMIT",
+    "SHOWN_CHARS",
+    "Count",
+    "EstimatedCountPaginator",
+    "LargeTableAdmin",
+    "estimated_count",
+    "key_search",
+    "key_sorts_by_code_point",
+    "planner_rows",
+    "prefix_upper_bound",
+    "preformatted",
+    "relative_time",
+    "sorts_by_code_point",
+]
+
+
 logger = logging.getLogger(__name__)
 
 #: Exact counts are taken up to this many rows; above it, estimates.

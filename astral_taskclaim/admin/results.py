@@ -28,6 +28,8 @@ from astral_taskclaim.db.statements import Connector
 from astral_taskclaim.models import Claim
 from astral_taskclaim.tasks_backend.models import RunCancelled, StoredTaskResult
 
+__all__ = ["CANCELLED", "TaskResultAdmin"]
+
 CANCELLED = f"{RunCancelled.__module__}.{RunCancelled.__qualname__}"
 
 

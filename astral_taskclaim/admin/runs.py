@@ -21,6 +21,17 @@ from django.utils.translation import gettext
 from astral_taskclaim.admin.chart import Chart, history_chart
 from astral_taskclaim.db import sqlfiles
 
+__all__ = [
+    "OUTCOMES",
+    "WINDOWS",
+    "RunChart",
+    "RunWindow",
+    "outcome_labels",
+    "run_chart",
+    "run_charts",
+    "run_history",
+]
+
 #: The outcomes, in their order from the axis up.
 OUTCOMES = ("succeeded", "retried", "failed")
 

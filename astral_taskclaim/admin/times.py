@@ -38,6 +38,16 @@ from django.utils.translation import gettext
 
 from astral_taskclaim.admin.queries import relative_time
 
+__all__ = [
+    "SHOWN_FROM",
+    "SHOWN_UNTIL",
+    "SecondsFromNow",
+    "relative_or_never",
+    "seconds_from_now",
+    "shown_time",
+    "with_safe_times",
+]
+
 _M = TypeVar("_M", bound=Model)
 
 #: Values in [SHOWN_FROM, SHOWN_UNTIL) load into a ``datetime`` and stay one

@@ -30,6 +30,17 @@ from astral_taskclaim.db.statements import Connector
 from astral_taskclaim.models import Claim, QueueMessage, StoredTaskResult
 from astral_taskclaim.queues.outbox import outbox_status
 
+__all__ = [
+    "BUCKETS",
+    "BUCKET_MINUTES",
+    "QueueCounts",
+    "claim_timeline",
+    "delete_expired",
+    "message_timeline",
+    "overview",
+    "queue_counts",
+]
+
 logger = logging.getLogger(__name__)
 
 #: The chart covers this many buckets of :data:`BUCKET_MINUTES` from now.

@@ -38,6 +38,8 @@ from astral_taskclaim.core.validation import validate_key, validate_window
 from astral_taskclaim.db import statements
 from astral_taskclaim.queues.base import BaseQueue, PartlySentError
 
+__all__ = ["claim_tasks", "enqueue_claimed_many", "fresh_tokens"]
+
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
 

@@ -44,6 +44,24 @@ from astral_taskclaim.db import statements
 from astral_taskclaim.db.connections import savepoint_if_in_atomic
 from astral_taskclaim.queues.base import BaseQueue, ClaimStatement
 
+__all__ = [
+    "Plan",
+    "Sender",
+    "claim_params",
+    "claim_task",
+    "discard_broken_connection",
+    "enqueue_claimed",
+    "hold_params",
+    "hold_task",
+    "in_transaction",
+    "log_release_failure",
+    "plan",
+    "release_params",
+    "release_task",
+    "resolve_alias",
+    "run_in_savepoint",
+]
+
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
 

@@ -9,6 +9,8 @@ from django.db import transaction
 from astral_taskclaim.claims.claim import resolve_alias
 from astral_taskclaim.db.statements import Connector
 
+__all__ = ["delete_expired", "scrub"]
+
 logger = logging.getLogger(__name__)
 
 

@@ -10,6 +10,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+__all__ = [
+    "BASE_RETRY_DELAY_SECONDS",
+    "MAX_RETRY_DELAY_SECONDS",
+    "requested_wait_ms",
+    "retry_delay_seconds",
+]
+
 #: First retry delay; each further failure doubles it.
 BASE_RETRY_DELAY_SECONDS = 30
 #: Longest retry delay: Cloudflare Queues' 12 hours.

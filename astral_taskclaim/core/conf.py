@@ -27,6 +27,8 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+__all__ = ["DEFAULT_QUEUE_BACKEND", "DEFAULT_TASK_RESULTS_RETENTION", "AppSettings", "app_settings"]
+
 DEFAULT_QUEUE_BACKEND = "astral_taskclaim.queues.postgres.PostgresQueue"
 DEFAULT_TASK_RESULTS_RETENTION = 7 * 24 * 3600
 

@@ -32,6 +32,24 @@ from astral_taskclaim.core.validation import (
     validate_seconds,
 )
 
+__all__ = [
+    "JSON_ENCODER",
+    "PLACEHOLDER_TOKEN",
+    "TASK_FIELD",
+    "TOKEN_PATTERN",
+    "Envelope",
+    "NotJSONError",
+    "body_writer",
+    "decode_body",
+    "encode_json",
+    "is_token",
+    "message_body",
+    "parse_body",
+    "task_name_of",
+    "validate_token",
+    "wire_seconds",
+]
+
 #: The JSON encoding of message bodies: compact, UTF-8 text kept as it is,
 #: strict numbers.
 JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)

@@ -11,6 +11,8 @@ are: structured handlers encode them themselves.)
 
 from __future__ import annotations
 
+__all__ = ["printable"]
+
 #: Escapes for the characters most often met, as Python writes them.
 _SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 

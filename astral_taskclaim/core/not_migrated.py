@@ -17,6 +17,19 @@ import psycopg
 from django.apps import apps
 from django.db import ProgrammingError, connections
 
+__all__ = [
+    "TABLES",
+    "NotMigratedError",
+    "P",
+    "R",
+    "advice",
+    "ensure_migrated",
+    "explains_missing_tables",
+    "is_missing_table",
+    "missing_tables",
+    "not_migrated",
+]
+
 P = ParamSpec("P")
 R = TypeVar("R")
 

@@ -26,6 +26,16 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
+__all__ = [
+    "REDACTED",
+    "RedactingFilter",
+    "configured_secrets",
+    "redact",
+    "redact_configured",
+    "redacting_filter",
+    "representations",
+]
+
 REDACTED = "[redacted]"
 
 

@@ -21,6 +21,20 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
+__all__ = [
+    "MAX_KEY_BYTES",
+    "MAX_SECONDS",
+    "check_configured",
+    "check_encodes",
+    "max_retries_problem",
+    "raise_misconfigured",
+    "validate_count",
+    "validate_key",
+    "validate_max_retries",
+    "validate_seconds",
+    "validate_window",
+]
+
 #: Longest key, in UTF-8 bytes. A B-tree entry may take about a third of a
 #: page (2704 bytes); 1024 leaves room for the rest of the index tuple and
 #: for keys that do not compress.

@@ -7,3 +7,5 @@ made like Django's, :mod:`.roles` and :mod:`.operations` run the migrations'
 SQL with least privilege, and :mod:`.cron` schedules the pg_cron cleanup job.
 Nothing here imports from the layers above (claims, queues, tasks, admin).
 """
+
+__all__ = []

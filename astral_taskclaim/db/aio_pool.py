@@ -45,6 +45,8 @@ from astral_taskclaim.db import sqlfiles
 from astral_taskclaim.db.connections import apooled, connection_params, log_read_only
 from astral_taskclaim.db.statements import may_prepare
 
+__all__ = ["AsyncConnection", "AsyncPool", "aclose_pools", "pool"]
+
 logger = logging.getLogger(__name__)
 
 AsyncConnection = psycopg.AsyncConnection[Any]

@@ -13,6 +13,8 @@ from psycopg import sql
 
 from astral_taskclaim.core.conf import app_settings
 
+__all__ = ["acting_as_admin", "configured_roles", "how_to_create", "missing_roles", "require_roles"]
+
 
 def configured_roles() -> dict[str, str]:
     """The configured roles by setting name, unset ones left out."""

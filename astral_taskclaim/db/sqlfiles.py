@@ -32,6 +32,8 @@ from importlib.resources.abc import Traversable
 
 from psycopg import sql
 
+__all__ = ["HOMES", "all_paths", "expand", "package_path", "read", "source", "with_roles"]
+
 #: Family of SQL files -> the folder (in the package) holding its folder.
 HOMES = {
     "taskclaim": "db/sql",

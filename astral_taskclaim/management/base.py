@@ -16,6 +16,8 @@ from django.db import connections
 
 from astral_taskclaim.core.not_migrated import NotMigratedError
 
+__all__ = ["AppCommand", "add_database_argument", "database_argument"]
+
 
 def add_database_argument(parser: CommandParser) -> None:
     """Adds ``--database``, the alias to act on (default: ``TASKCLAIM_DATABASE``)."""

@@ -18,6 +18,8 @@ from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.queues import BaseQueue, unknown_queue
 from astral_taskclaim.worker.shutdown import TwoStageStop
 
+__all__ = ["LEVELS", "L", "Loop", "QueueLoopCommand", "console_log"]
+
 #: Console log level by ``--verbosity``: 0 warnings, 1 a line per batch, 2+ debug.
 LEVELS = {0: logging.WARNING, 1: logging.INFO}
 

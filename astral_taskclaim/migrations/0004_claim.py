@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from django.db import migrations, models
 
+__all__ = ["Migration"]
+
 
 class Migration(migrations.Migration):
     """State only: the table comes from 0002's SQL."""

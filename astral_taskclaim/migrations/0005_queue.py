@@ -4,6 +4,8 @@ from django.db import migrations, models
 
 from astral_taskclaim.db.operations import RunMigrationSQL
 
+__all__ = ["Migration"]
+
 
 class Migration(migrations.Migration):
     """The PostgreSQL queue's table (SQL) and its model (state only)."""

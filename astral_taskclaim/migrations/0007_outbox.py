@@ -4,6 +4,8 @@ from django.db import migrations
 
 from astral_taskclaim.db.operations import RunMigrationSQL
 
+__all__ = ["Migration"]
+
 
 class Migration(migrations.Migration):
     """The remote queues' transactional outbox, ``taskclaim.outbox`` (SQL)."""

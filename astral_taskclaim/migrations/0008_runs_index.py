@@ -4,6 +4,8 @@ from django.db import migrations
 
 from astral_taskclaim.db.operations import RunMigrationSQL
 
+__all__ = ["Migration"]
+
 
 class Migration(migrations.Migration):
     """An index of the task results waiting for a retry, for the overview's

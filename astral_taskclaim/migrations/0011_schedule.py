@@ -5,6 +5,8 @@ from django.db import migrations, models
 import astral_taskclaim.fields
 from astral_taskclaim.db.operations import RunMigrationSQL
 
+__all__ = ["Migration"]
+
 
 class Migration(migrations.Migration):
     """The last slot each schedule enqueued, ``taskclaim.schedule`` (SQL,

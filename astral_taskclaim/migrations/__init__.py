@@ -43,3 +43,5 @@ results cleanup job is scheduled after every ``migrate`` with the
 still applies while a migration runs: it says who runs the SQL (and so owns
 what it creates), as the user running ``migrate`` does, not what is created.
 """
+
+__all__ = []

@@ -23,6 +23,19 @@ from astral_taskclaim.queues.options import Option, Problem, Secret, parse_optio
 from astral_taskclaim.queues.options import delay_seconds as check_delay_seconds
 from astral_taskclaim.queues.runs import RunRecord
 
+__all__ = [
+    "MAX_DELAY_SECONDS",
+    "BaseQueue",
+    "ClaimStatement",
+    "MessageBatch",
+    "PartlySentError",
+    "QueueError",
+    "QueueStatus",
+    "ReceivedMessage",
+    "Settlement",
+    "TextWriter",
+]
+
 logger = logging.getLogger(__name__)
 
 #: Cloudflare Queues' longest retry delay, which every backend honours.

@@ -51,6 +51,16 @@ from astral_taskclaim.queues.options import (
 )
 from astral_taskclaim.queues.remote import RemoteQueue, chunks
 
+__all__ = [
+    "DECODABLE",
+    "DEFAULT_BASE_URL",
+    "MAX_BATCH_BYTES",
+    "MAX_MESSAGE_BYTES",
+    "METADATA_BYTES",
+    "OPTIONS",
+    "CloudflareQueue",
+]
+
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
 

@@ -15,6 +15,20 @@ import httpx
 from astral_taskclaim.queues.base import QueueError
 from astral_taskclaim.queues.remote import RequestRefusedError
 
+__all__ = [
+    "PERMANENT_429",
+    "REFUSED_STATUSES",
+    "CloudflareError",
+    "CloudflareRefusedError",
+    "Redact",
+    "describe",
+    "error",
+    "error_pairs",
+    "permanent",
+    "result",
+    "retry_after",
+]
+
 Redact = Callable[[str], str]
 
 #: ``429`` codes that waiting does not clear: the account's storage limit,

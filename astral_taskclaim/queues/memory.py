@@ -40,6 +40,15 @@ from astral_taskclaim.queues.base import (
     ReceivedMessage,
 )
 
+__all__ = [
+    "DEFAULT_VISIBILITY_TIMEOUT",
+    "MAX_QUEUE_NAME_BYTES",
+    "MemoryQueue",
+    "MemoryStore",
+    "reset",
+    "store_for",
+]
+
 DEFAULT_VISIBILITY_TIMEOUT = 60.0
 MAX_QUEUE_NAME_BYTES = 1024
 

@@ -40,6 +40,31 @@ from django.core import checks
 
 from astral_taskclaim.core.redaction import REDACTED, redact
 
+__all__ = [
+    "HEADER_SAFE",
+    "OUTBOX_ONLY_REMOTE",
+    "REQUIRED",
+    "Option",
+    "Problem",
+    "Secret",
+    "delay_seconds",
+    "flag",
+    "http_url",
+    "integer",
+    "lease_seconds",
+    "max_messages",
+    "number",
+    "optional",
+    "parse_options",
+    "queue_name",
+    "queue_name_option",
+    "seconds_option",
+    "secret",
+    "text",
+    "wait_seconds",
+    "whole_delay_seconds",
+]
+
 REQUIRED: Any = object()
 """Default of an option that must be given."""
 

@@ -29,6 +29,22 @@ from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.db import statements
 from astral_taskclaim.queues.base import ClaimStatement
 
+__all__ = [
+    "DEPTH_BOUND",
+    "Failure",
+    "OutboxStatus",
+    "Row",
+    "claim_statement",
+    "database_problem",
+    "delete",
+    "insert",
+    "outbox_aliases",
+    "outbox_status",
+    "record_failures",
+    "retry",
+    "take",
+]
+
 #: Outbox depths are counted exactly up to this many rows.
 DEPTH_BOUND = 10_000
 

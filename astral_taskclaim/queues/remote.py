@@ -18,6 +18,8 @@ from astral_taskclaim.queues import outbox
 from astral_taskclaim.queues.base import BaseQueue, ClaimStatement, PartlySentError, QueueError
 from astral_taskclaim.queues.options import Problem, Secret
 
+__all__ = ["EntriesRefusedError", "RemoteQueue", "RequestRefusedError", "chunks"]
+
 
 class RequestRefusedError(QueueError):
     """The service refused a whole send request for what its bodies hold

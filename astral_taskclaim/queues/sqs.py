@@ -68,6 +68,15 @@ from astral_taskclaim.queues.sqs_wire import (
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
+__all__ = [
+    "DEFAULT_WAIT_TIME_SECONDS",
+    "MAX_BATCH_BYTES",
+    "MAX_SEND_DELAY_SECONDS",
+    "MAX_WAIT_TIME_SECONDS",
+    "OPTIONS",
+    "SQSQueue",
+]
+
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
 

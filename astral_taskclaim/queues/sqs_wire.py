@@ -16,6 +16,17 @@ from astral_taskclaim.core.redaction import redacting_filter
 from astral_taskclaim.queues.base import QueueError, ReceivedMessage
 from astral_taskclaim.queues.remote import EntriesRefusedError, RequestRefusedError
 
+__all__ = [
+    "REFUSED_SEND_CODES",
+    "Receipt",
+    "call_sqs",
+    "decode_message",
+    "failure",
+    "raise_partly_sent",
+    "sqs_text",
+    "unwrap",
+]
+
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
 

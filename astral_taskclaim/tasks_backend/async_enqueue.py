@@ -20,6 +20,8 @@ from astral_taskclaim.queues import BaseQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks_backend.sending import ENQUEUE_TRIES, RecordingSender, RunRequest
 
+__all__ = ["LoopRecordingSender", "aenqueue_elsewhere", "aenqueue_in_database"]
+
 
 class LoopRecordingSender(RecordingSender):
     """A :class:`~.sending.RecordingSender` for ``aenqueue_claimed``, which

@@ -11,6 +11,8 @@ from django.utils.translation import gettext_lazy as _
 from astral_taskclaim.db.sql_owned import SqlOwnedModel
 from astral_taskclaim.fields import LoadableDateTimeField
 
+__all__ = ["STATUS_CHOICES", "RunCancelled", "StoredTaskResult"]
+
 #: Django's ``TaskResultStatus`` values, without importing the framework
 #: (this model loads on a Django 5.2 project without ``django-tasks``).
 STATUS_CHOICES = [

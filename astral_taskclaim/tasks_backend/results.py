@@ -36,6 +36,24 @@ from astral_taskclaim.tasks_backend.compat import (
 )
 from astral_taskclaim.tasks_backend.models import StoredTaskResult
 
+__all__ = [
+    "RESULT_COLUMNS",
+    "afetch",
+    "compact_json",
+    "error_of",
+    "fail",
+    "fetch",
+    "load_task",
+    "refusal",
+    "relaxed",
+    "remember",
+    "run_result",
+    "start",
+    "succeed",
+    "to_task_result",
+    "worker_id",
+]
+
 #: The columns ``tasks/result.sql`` selects, in order.
 RESULT_COLUMNS = (
     "id",

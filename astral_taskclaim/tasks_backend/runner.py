@@ -69,6 +69,8 @@ from astral_taskclaim.tasks_backend.compat import (
     task_started,
 )
 
+__all__ = ["UNKNOWN_TASK_MAX_WAIT", "UNKNOWN_TASK_PATIENCE", "TaskRunner"]
+
 logger = logging.getLogger(__name__)
 
 

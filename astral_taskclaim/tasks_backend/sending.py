@@ -18,6 +18,8 @@ from astral_taskclaim.queues import BaseQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks_backend.results import compact_json
 
+__all__ = ["ENQUEUE_TRIES", "UNCOALESCED_WINDOW", "RecordingSender", "RunRequest"]
+
 logger = logging.getLogger(__name__)
 
 #: Tries of the one-statement enqueue when a racing claim of the key ends

@@ -33,6 +33,8 @@ from astral_taskclaim.core.validation import (
 )
 from astral_taskclaim.tasks_backend.compat import InvalidTask, Task
 
+__all__ = ["ClaimTask", "KeySource", "coalescing_key", "validate_options"]
+
 #: ``key``: a fixed key, or a function of the task's arguments returning one.
 KeySource = str | Callable[..., str]
 

@@ -37,6 +37,8 @@ from django.db import connections
 
 from astral_taskclaim.queues import BaseQueue, ReceivedMessage
 
+__all__ = ["BEATS_PER_LEASE", "MIN_INTERVAL", "LeaseKeeper", "lease_length"]
+
 logger = logging.getLogger(__name__)
 
 #: Extensions per lease: one every third of it, so two can fail before a

@@ -40,6 +40,17 @@ from typing import TYPE_CHECKING, Any
 from django.db import DatabaseError, connections
 from django.http import HttpRequest, HttpResponse
 
+__all__ = [
+    "OUTCOMES",
+    "STATES",
+    "QueueCollector",
+    "RunDurations",
+    "WorkerCollector",
+    "metrics_view",
+    "serve",
+    "worker_registry",
+]
+
 try:
     from prometheus_client import (
         CONTENT_TYPE_LATEST,

@@ -17,6 +17,8 @@ from astral_taskclaim.schedules import Scheduler
 from astral_taskclaim.worker.group import WorkerGroup, consumed_queues
 from astral_taskclaim.worker.loop import TaskRun, Worker
 
+__all__ = ["Command", "burst_report"]
+
 
 class Command(QueueLoopCommand[WorkerGroup]):
     help = (

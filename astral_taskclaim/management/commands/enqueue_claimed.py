@@ -31,6 +31,8 @@ from astral_taskclaim.management.base import add_database_argument, database_arg
 from astral_taskclaim.queues import BaseQueue, create_queue, unknown_queue
 from astral_taskclaim.tasks import registry
 
+__all__ = ["ALREADY_CLAIMED", "BATCH_LINES", "Command", "Item"]
+
 #: Exit status when KEY is already claimed (nothing was sent).
 ALREADY_CLAIMED = 3
 _LINE_FIELDS = frozenset({"key", "task", "window"})

@@ -11,6 +11,8 @@ from django.core.management.base import CommandParser
 from astral_taskclaim.management.loop import QueueLoopCommand
 from astral_taskclaim.worker.relay import FIRST_BACKOFF, MAX_BACKOFF, POLL_INTERVAL, Relay
 
+__all__ = ["Command"]
+
 
 class Command(QueueLoopCommand[Relay]):
     help = (

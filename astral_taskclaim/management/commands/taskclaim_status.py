@@ -12,6 +12,8 @@ from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.management.base import AppCommand
 from astral_taskclaim.schedules.overview import overview
 
+__all__ = ["COLUMNS", "Command"]
+
 COLUMNS = ("ready", "delayed", "leased", "oldest_age_seconds")
 
 

@@ -67,6 +67,15 @@ from astral_taskclaim.queues.base import (
 from astral_taskclaim.queues.postgres.listener import Listener
 from astral_taskclaim.queues.runs import RunRecord, settle_recording
 
+__all__ = [
+    "CHANNEL_PREFIX",
+    "DEFAULT_POLL_INTERVAL",
+    "DEFAULT_VISIBILITY_TIMEOUT",
+    "MAX_QUEUE_NAME_BYTES",
+    "MIN_PAUSE",
+    "PostgresQueue",
+]
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_VISIBILITY_TIMEOUT = 60.0
