@@ -10,20 +10,18 @@ configured queues rather than scanning the table for them.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import uuid
 from typing import Any
 
 from django.contrib import admin, messages
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from astral_taskclaim.admin.queries import LargeTableAdmin, ModelAdminOf, preformatted
+from astral_taskclaim.admin.queries import LargeTableAdmin, ModelAdminOf, id_or_key, preformatted
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.models import Claim, ClaimedRun
 from astral_taskclaim.tasks import registry
@@ -99,13 +97,8 @@ class ClaimedRunAdmin(LargeTableAdmin, ModelAdminOf[ClaimedRun]):
         self, request: HttpRequest, queryset: QuerySet[ClaimedRun], search_term: str
     ) -> tuple[QuerySet[ClaimedRun], bool]:
         """A run id (a UUID) or an exact key."""
-        term = search_term.strip()
-        if not term:
-            return queryset, False
-        match = Q(key=term)
-        with contextlib.suppress(ValueError):  # not an id: the key alone
-            match |= Q(pk=uuid.UUID(term))
-        return queryset.filter(match), False
+        found = id_or_key(queryset, search_term)
+        return (queryset, False) if found is None else (found, False)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

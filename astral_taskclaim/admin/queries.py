@@ -15,8 +15,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -51,6 +53,7 @@ __all__ = [
     "EstimatedCountPaginator",
     "LargeTableAdmin",
     "estimated_count",
+    "id_or_key",
     "key_search",
     "key_sorts_by_code_point",
     "planner_rows",
@@ -239,3 +242,15 @@ class LargeTableAdmin:
     class Media:
         # Long keys, tokens and errors wrap, so every column fits 1280 px.
         css: ClassVar[dict[str, tuple[str, ...]]] = {"all": ("astral_taskclaim/changelist.css",)}
+
+
+def id_or_key(queryset: QuerySet[Any], search_term: str) -> QuerySet[Any] | None:
+    """``queryset``'s rows whose id (a UUID) or exact ``key`` is
+    ``search_term``; ``None`` for an empty term (no search)."""
+    term = search_term.strip()
+    if not term:
+        return None
+    match = Q(key=term)
+    with contextlib.suppress(ValueError):  # not an id: the key alone
+        match |= Q(pk=uuid.UUID(term))
+    return queryset.filter(match)

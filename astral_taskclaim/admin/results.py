@@ -8,20 +8,18 @@ run), cancelling ``change_storedtaskresult``.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import uuid
 from typing import Any
 
 from django.contrib import admin, messages
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from astral_taskclaim.admin.queries import ModelAdminOf, preformatted
+from astral_taskclaim.admin.queries import ModelAdminOf, id_or_key, preformatted
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.envelope import encode_json
 from astral_taskclaim.db.statements import Connector
@@ -72,13 +70,8 @@ class TaskResultAdmin(ModelAdminOf[StoredTaskResult]):
         self, request: HttpRequest, queryset: QuerySet[StoredTaskResult], search_term: str
     ) -> tuple[QuerySet[StoredTaskResult], bool]:
         """An id (a UUID) or an exact coalescing key."""
-        term = search_term.strip()
-        if not term:
-            return queryset, False
-        match = Q(key=term)
-        with contextlib.suppress(ValueError):  # not an id: the key alone
-            match |= Q(pk=uuid.UUID(term))
-        return queryset.filter(match), False
+        found = id_or_key(queryset, search_term)
+        return (queryset, False) if found is None else (found, False)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
