@@ -190,11 +190,9 @@ class Worker:
             if self.concurrency > 1:
                 SideBySide(self).run()
             while self.concurrency == 1 and not self.stopper.requested:
-                limit = self.batch_size
-                if self.max_messages is not None:
-                    limit = min(limit, self.max_messages - self.stats.received)
-                    if limit <= 0:
-                        break
+                limit = self.receive_limit()
+                if limit <= 0:
+                    break
                 batch = self._receive(limit)
                 if batch is None:
                     break
@@ -215,6 +213,13 @@ class Worker:
             },
         )
         return self.stats
+
+    def receive_limit(self) -> int:
+        """How many the next receive may take: ``batch_size``, within what
+        ``max_messages`` leaves (0 once reached)."""
+        if self.max_messages is None:
+            return self.batch_size
+        return min(self.batch_size, self.max_messages - self.stats.received)
 
     def _receive(self, limit: int) -> MessageBatch | None:
         """The next non-empty batch, or ``None`` to stop."""

@@ -88,6 +88,8 @@ class Worker(Protocol):
 
     def stop(self) -> None: ...
 
+    def receive_limit(self) -> int: ...
+
     def _receive(self, limit: int) -> MessageBatch | None: ...
 
     def _recover(self, error: BaseException, *, interruptible: bool) -> None: ...
@@ -151,11 +153,9 @@ class SideBySide:
                 if error is not None:
                     worker._recover(error, interruptible=True)
                     continue
-                limit = worker.batch_size
-                if worker.max_messages is not None:
-                    limit = min(limit, worker.max_messages - worker.stats.received)
-                    if limit <= 0:
-                        break
+                limit = worker.receive_limit()
+                if limit <= 0:
+                    break
                 batch = worker._receive(limit)
                 if batch is None:
                     break
