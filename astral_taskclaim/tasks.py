@@ -33,8 +33,9 @@ from django.utils.module_loading import autodiscover_modules
 
 from astral_taskclaim.claims.async_api import aenqueue_claimed
 from astral_taskclaim.claims.claim import enqueue_claimed
-from astral_taskclaim.consumer.consume import Consumer, ConsumeSummary, MessageConsumer, TaskOptions
+from astral_taskclaim.consumer.consume import Consumer
 from astral_taskclaim.consumer.dispatch import QueueTasks, naming_task
+from astral_taskclaim.consumer.summary import ConsumeSummary, MessageConsumer, TaskOptions
 from astral_taskclaim.core.validation import validate_max_retries, validate_window
 from astral_taskclaim.queues import MessageBatch, queues
 from astral_taskclaim.queues.runs import HistoryMode, RunNote, history_problem, queue_history

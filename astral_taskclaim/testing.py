@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from django.db import connections, transaction
 
-from astral_taskclaim.claims.claim import resolve_alias
+from astral_taskclaim.claims.writing import resolve_alias
 from astral_taskclaim.db.statements import Connector
 
 __all__ = [

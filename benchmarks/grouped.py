@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from django.db import connections
 
 from astral_taskclaim.claims.bulk import claim_tasks
-from astral_taskclaim.claims.claim import claim_task, in_transaction, resolve_alias
+from astral_taskclaim.claims.claim import claim_task
+from astral_taskclaim.claims.writing import in_transaction, resolve_alias
 from astral_taskclaim.core.validation import validate_key, validate_window
 
 __all__ = ["ClaimGroup"]

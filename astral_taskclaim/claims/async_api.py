@@ -21,7 +21,7 @@ inside ``atomic()``, from ``sync_to_async`` in async code. Driving the async
 functions with ``async_to_sync`` from inside a sync ``atomic()`` block is
 not detectable and commits independently of that block: don't.
 
-Sends follow the sync call's rules (:func:`~astral_taskclaim.claims.claim.plan`):
+Sends follow the sync call's rules (:func:`~astral_taskclaim.claims.writing.plan`):
 a queue whose messages live in the claims database (the PostgreSQL queue, a
 remote queue with an outbox) writes claim and message in one statement.
 Any other queue's ``send`` is blocking code (an HTTP request, a boto3 call, a write through
@@ -41,17 +41,15 @@ import uuid
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import connections, transaction
 
-from astral_taskclaim.claims.claim import (
+from astral_taskclaim.claims.writing import (
     Sender,
+    async_write_alias,
     claim_params,
     hold_params,
-    in_transaction,
     log_release_failure,
     plan,
     release_params,
-    resolve_alias,
 )
 from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, encode_json, message_body
 from astral_taskclaim.core.logtext import printable
@@ -65,39 +63,16 @@ __all__ = [
     "aenqueue_claimed",
     "ahold_task",
     "arelease_task",
-    "async_write_alias",
 ]
 
 logger = logging.getLogger(__name__)
-
-
-def _claims_alias(using: object, function: str) -> str:
-    """The alias to write on; ``TransactionManagementError`` if the current
-    context holds a transaction open on it (see the module docstring)."""
-    alias = resolve_alias(using)
-    connection = connections[alias]
-    if connection.in_atomic_block and in_transaction(connection):
-        raise transaction.TransactionManagementError(
-            f"{function}() commits on a connection of its own and cannot join the "
-            f"transaction open on database {alias!r}; inside atomic(), call the sync "
-            f"{function.removeprefix('a')}() instead"
-        )
-    return alias
-
-
-def async_write_alias(using: object, function: str) -> str:
-    """The database alias (``using``, or ``TASKCLAIM_DATABASE``) on which
-    the async entry point ``function`` (e.g. ``"aenqueue"``) writes through
-    these connections; ``TransactionManagementError`` naming its sync twin
-    where the current context holds a transaction open on it."""
-    return _claims_alias(using, function)
 
 
 async def aclaim_task(key: str, *, window_seconds: float, using: str | None = None) -> str | None:
     """Async :func:`~astral_taskclaim.claims.claim.claim_task`: a fresh token, or
     ``None`` while an unexpired claim holds ``key``."""
     params = claim_params(key, window_seconds)
-    alias = _claims_alias(using, "aclaim_task")
+    alias = async_write_alias(using, "aclaim_task")
     rows = await (await pool(alias)).run("taskclaim/claim.sql", params)
     token: str | None = rows[0][0] if rows else None
     return token
@@ -109,7 +84,7 @@ async def ahold_task(
     """Async :func:`~astral_taskclaim.claims.claim.hold_task`: keeps ``key``
     claimed by ``token`` for ``delay_seconds`` plus ``window_seconds``."""
     params = hold_params(key, token, delay_seconds, window_seconds)
-    alias = _claims_alias(using, "ahold_task")
+    alias = async_write_alias(using, "ahold_task")
     await (await pool(alias)).run("taskclaim/hold.sql", params)
 
 
@@ -117,7 +92,7 @@ async def arelease_task(key: str, token: str, *, using: str | None = None) -> No
     """Async :func:`~astral_taskclaim.claims.claim.release_task`: frees ``key`` if
     ``token`` still holds it."""
     params = release_params(key, token)
-    alias = _claims_alias(using, "arelease_task")
+    alias = async_write_alias(using, "arelease_task")
     await (await pool(alias)).run("taskclaim/release.sql", params)
 
 
@@ -139,14 +114,14 @@ async def aenqueue_claimed(
     task_json = encode_json(task, name="task")
     if not callable(getattr(queue, "send", None)):
         raise TypeError(f"queue must have a send(body) method, got {type(queue).__name__}")
-    alias = _claims_alias(using, "aenqueue_claimed")
+    alias = async_write_alias(using, "aenqueue_claimed")
     placeholder = message_body(key, PLACEHOLDER_TOKEN, window_seconds, task)
     how = plan(
         queue,
         alias,
         function="aenqueue_claimed",
         placeholders=[placeholder],
-        outside_transaction=True,  # checked by _claims_alias
+        outside_transaction=True,  # checked by async_write_alias
     )
     if how.statement is not None:
         assert isinstance(queue, BaseQueue)  # only a BaseQueue has a statement

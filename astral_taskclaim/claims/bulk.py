@@ -25,7 +25,7 @@ from typing import Any
 
 from django.db import DatabaseError, connections, transaction
 
-from astral_taskclaim.claims.claim import (
+from astral_taskclaim.claims.writing import (
     discard_broken_connection,
     log_release_failure,
     plan,
@@ -38,7 +38,7 @@ from astral_taskclaim.core.validation import validate_key, validate_window
 from astral_taskclaim.db import statements
 from astral_taskclaim.queues.base import BaseQueue, PartlySentError
 
-__all__ = ["claim_tasks", "enqueue_claimed_many", "fresh_tokens"]
+__all__ = ["claim_tasks", "enqueue_claimed_many"]
 
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
@@ -129,7 +129,7 @@ def enqueue_claimed_many(
     ``queue.max_batch_size``.
 
     The rules are :func:`~astral_taskclaim.claims.claim.enqueue_claimed`'s (both
-    follow :func:`~astral_taskclaim.claims.claim.plan`). A queue whose messages
+    follow :func:`~astral_taskclaim.claims.writing.plan`). A queue whose messages
     live in the claims' database (the PostgreSQL queue, a remote queue with
     an outbox) takes a single statement for the whole call. With another
     transactional queue claims and messages commit together, in one
@@ -196,7 +196,7 @@ def _statement_bodies(
     raises the queue's error for any task it would reject (a repeated
     key's too, as the single call would), before anything is written."""
     write = queue.text_writer(window_seconds)
-    tokens = iter(fresh_tokens(len(pairs)))
+    tokens = iter(_fresh_tokens(len(pairs)))
     first: dict[str, tuple[str, str]] = {}
     for (key, task), text in zip(pairs, texts, strict=True):
         # A repeated key's body is checked with a stand-in of the same length.
@@ -209,7 +209,7 @@ def _statement_bodies(
 _VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 
 
-def fresh_tokens(count: int) -> list[str]:
+def _fresh_tokens(count: int) -> list[str]:
     """``count`` random claim tokens: version-4 UUIDs from ``os.urandom``,
     as ``uuid.uuid4()`` draws them, formatted without a ``UUID`` object
     each (a thousand-key call spends less time on them)."""

@@ -6,7 +6,7 @@ import logging
 
 from django.db import transaction
 
-from astral_taskclaim.claims.claim import resolve_alias
+from astral_taskclaim.claims.writing import resolve_alias
 from astral_taskclaim.db.statements import Connector
 
 __all__ = ["delete_expired", "scrub"]

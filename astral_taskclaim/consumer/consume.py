@@ -27,15 +27,9 @@ from asgiref.sync import async_to_sync
 from django.db import connections, transaction
 
 from astral_taskclaim import signals
-from astral_taskclaim.claims.claim import (
-    discard_broken_connection,
-    hold_task,
-    in_transaction,
-    release_task,
-    resolve_alias,
-)
+from astral_taskclaim.claims.claim import hold_task, release_task
+from astral_taskclaim.claims.writing import discard_broken_connection, in_transaction, resolve_alias
 from astral_taskclaim.consumer.failures import (
-    MAX_ERROR_CHARS,
     DeliveriesExhausted,
     describe_error,
     is_task_failure,
@@ -59,20 +53,7 @@ from astral_taskclaim.db.connections import savepoint_if_in_atomic
 from astral_taskclaim.queues.base import ReceivedMessage
 from astral_taskclaim.queues.runs import RunNote
 
-__all__ = [
-    "MAX_ERROR_CHARS",
-    "Batch",
-    "ConsumeSummary",
-    "Consumer",
-    "FailureHook",
-    "Message",
-    "MessageConsumer",
-    "Outcome",
-    "TaskOptions",
-    "consume_claimed",
-    "describe_error",
-    "retry_delay_seconds",
-]
+__all__ = ["Consumer", "consume_claimed"]
 
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)

@@ -25,8 +25,8 @@ import functools
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from astral_taskclaim.consumer.consume import (
-    Consumer,
+from astral_taskclaim.consumer.consume import Consumer
+from astral_taskclaim.consumer.summary import (
     ConsumeSummary,
     Message,
     MessageConsumer,

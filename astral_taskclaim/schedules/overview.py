@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from astral_taskclaim.claims.claim import resolve_alias
+from astral_taskclaim.claims.writing import resolve_alias
 from astral_taskclaim.schedules.models import ScheduleRecord
 from astral_taskclaim.schedules.ticker import declared_schedules
 from astral_taskclaim.schedules.timing import Cron, slot_text

@@ -27,12 +27,8 @@ from typing import Any
 
 from django.db import connections, transaction
 
-from astral_taskclaim.claims.claim import (
-    claim_task,
-    discard_broken_connection,
-    plan,
-    resolve_alias,
-)
+from astral_taskclaim.claims.claim import claim_task
+from astral_taskclaim.claims.writing import discard_broken_connection, plan, resolve_alias
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, message_body
 from astral_taskclaim.core.logtext import printable

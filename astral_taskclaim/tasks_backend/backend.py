@@ -29,8 +29,8 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, transaction
 
-from astral_taskclaim.claims.async_api import async_write_alias
-from astral_taskclaim.claims.claim import enqueue_claimed, in_transaction
+from astral_taskclaim.claims.claim import enqueue_claimed
+from astral_taskclaim.claims.writing import async_write_alias, in_transaction
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.validation import max_retries_problem, raise_misconfigured
 from astral_taskclaim.db import statements

@@ -44,16 +44,16 @@ from django.db import DatabaseError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from astral_taskclaim.consumer.consume import (
-    Consumer,
+from astral_taskclaim.consumer.consume import Consumer
+from astral_taskclaim.consumer.failures import TaskNotFound, describe_error
+from astral_taskclaim.consumer.retry import retry_delay_seconds
+from astral_taskclaim.consumer.summary import (
     ConsumeSummary,
     Message,
     MessageConsumer,
     Outcome,
     TaskOptions,
 )
-from astral_taskclaim.consumer.failures import TaskNotFound, describe_error
-from astral_taskclaim.consumer.retry import retry_delay_seconds
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.envelope import Envelope, parse_body
 from astral_taskclaim.core.validation import max_retries_problem

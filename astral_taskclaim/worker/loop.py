@@ -44,9 +44,8 @@ import psycopg
 from django.db import Error as DjangoDatabaseError
 from django.db import close_old_connections
 
-from astral_taskclaim.consumer.consume import ConsumeSummary
 from astral_taskclaim.consumer.dispatch import QueueConsumer
-from astral_taskclaim.consumer.summary import TaskRun, WorkerStats
+from astral_taskclaim.consumer.summary import ConsumeSummary, TaskRun, WorkerStats
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.not_migrated import NotMigratedError
@@ -67,7 +66,7 @@ from astral_taskclaim.worker.leases import LeaseKeeper, lease_length
 from astral_taskclaim.worker.shutdown import TwoStageStop
 from astral_taskclaim.worker.side_by_side import SideBySide, default_batch_size, task_run
 
-__all__ = ["TaskRun", "Worker", "WorkerStats"]
+__all__ = ["Worker"]
 
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)

@@ -71,7 +71,8 @@ from astral_taskclaim.claims.status import claim_counts, queue_status
 from astral_taskclaim.core.conf import app_settings
 
 if TYPE_CHECKING:
-    from astral_taskclaim.worker.loop import TaskRun, Worker
+    from astral_taskclaim.consumer.summary import TaskRun
+    from astral_taskclaim.worker.loop import Worker
 
 logger = logging.getLogger(__name__)
 

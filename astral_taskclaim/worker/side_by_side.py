@@ -34,8 +34,13 @@ from typing import Any, Protocol
 
 from django.db import close_old_connections
 
-from astral_taskclaim.consumer.consume import MessageConsumer
-from astral_taskclaim.consumer.summary import ConsumeSummary, Outcome, TaskRun, WorkerStats
+from astral_taskclaim.consumer.summary import (
+    ConsumeSummary,
+    MessageConsumer,
+    Outcome,
+    TaskRun,
+    WorkerStats,
+)
 from astral_taskclaim.db.connections import close_connections
 from astral_taskclaim.queues import MessageBatch, ReceivedMessage
 from astral_taskclaim.worker.lanes import POLL_SECONDS, Lanes

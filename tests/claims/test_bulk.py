@@ -13,7 +13,7 @@ from django.db import ProgrammingError, connection, transaction
 from django.db.transaction import TransactionManagementError
 from django.test.utils import CaptureQueriesContext
 
-from astral_taskclaim.claims.bulk import claim_tasks, enqueue_claimed_many, fresh_tokens
+from astral_taskclaim.claims.bulk import _fresh_tokens, claim_tasks, enqueue_claimed_many
 from astral_taskclaim.claims.claim import claim_task
 from astral_taskclaim.core.envelope import message_body
 from astral_taskclaim.queues.base import PartlySentError
@@ -194,13 +194,13 @@ def test_postgres_queue_takes_one_statement_and_bodies_are_the_queues_encoding(p
 
 
 def test_fresh_tokens_are_distinct_version_4_uuids() -> None:
-    tokens = fresh_tokens(2000)
+    tokens = _fresh_tokens(2000)
     assert len(set(tokens)) == 2000
     for token in tokens:
         parsed = uuid.UUID(token)
         assert (parsed.version, parsed.variant) == (4, uuid.RFC_4122)
         assert str(parsed) == token
-    assert fresh_tokens(0) == []
+    assert _fresh_tokens(0) == []
 
 
 def tokens() -> dict[str, str]:

@@ -11,7 +11,7 @@ from django.db import connections, transaction
 from django.test.utils import CaptureQueriesContext
 
 from astral_taskclaim import claim_task, hold_task, release_task
-from astral_taskclaim.claims.claim import in_transaction
+from astral_taskclaim.claims.writing import in_transaction
 from astral_taskclaim.core.envelope import encode_json
 from astral_taskclaim.core.validation import MAX_KEY_BYTES, MAX_SECONDS
 from tests.claimkit import claims, insert_claim

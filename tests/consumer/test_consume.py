@@ -15,7 +15,8 @@ from django.db.transaction import TransactionManagementError
 from django.test import override_settings
 
 from astral_taskclaim import claim_task, consume_claimed
-from astral_taskclaim.consumer.consume import Consumer, ConsumeSummary, TaskOptions
+from astral_taskclaim.consumer.consume import Consumer
+from astral_taskclaim.consumer.summary import ConsumeSummary, TaskOptions
 from astral_taskclaim.queues.base import MessageBatch, ReceivedMessage
 from tests.claimkit import (
     claims,

@@ -19,10 +19,11 @@ from django.db import connection, connections, transaction
 from django.db.backends.signals import connection_created
 
 from astral_taskclaim.claims.claim import enqueue_claimed
+from astral_taskclaim.consumer.summary import WorkerStats
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
 from astral_taskclaim.testing import hold_transaction
-from astral_taskclaim.worker.loop import Worker, WorkerStats
+from astral_taskclaim.worker.loop import Worker
 from tests.claimkit import claims
 from tests.reliability.processes import Fleet, RunListener, runs
 from tests.reliability.support import EventLog, record_figures, sized, wait_until

@@ -8,7 +8,8 @@ from typing import Any
 
 from django.db import connection
 
-from astral_taskclaim.worker.loop import Worker, WorkerStats
+from astral_taskclaim.consumer.summary import WorkerStats
+from astral_taskclaim.worker.loop import Worker
 
 
 def drain(*, batch_size: int = 10, max_messages: int | None = None) -> WorkerStats:

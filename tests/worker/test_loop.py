@@ -18,11 +18,11 @@ from django.db import connection, connections
 from django.test import override_settings
 
 from astral_taskclaim.claims.claim import enqueue_claimed
-from astral_taskclaim.consumer.consume import ConsumeSummary
+from astral_taskclaim.consumer.summary import ConsumeSummary, TaskRun, WorkerStats
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
 from astral_taskclaim.worker import loop as worker_module
-from astral_taskclaim.worker.loop import Worker, WorkerStats
+from astral_taskclaim.worker.loop import Worker
 from tests.claimkit import claims, django_pid, terminate
 from tests.eventkit import EventWaiter
 
@@ -158,7 +158,7 @@ def test_on_run_gets_each_outcome_as_the_core_decided_it(queue: PostgresQueue) -
 
     send(queue, 1, 2)
     queue.send({"not": "a claimed task"})
-    seen: list[worker_module.TaskRun] = []
+    seen: list[TaskRun] = []
     task = make_task(run, max_retries=1)
     worker = Worker("jobs", task=task, backend=queue, wait=0, burst=True, on_run=seen.append)
     stats = worker.run()

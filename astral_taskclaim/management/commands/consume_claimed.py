@@ -9,13 +9,14 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 from django.db import DatabaseError
 
+from astral_taskclaim.consumer.summary import TaskRun
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.not_migrated import NotMigratedError, ensure_migrated
 from astral_taskclaim.management.loop import QueueLoopCommand
 from astral_taskclaim.queues import QueueError
 from astral_taskclaim.schedules import Scheduler
 from astral_taskclaim.worker.group import WorkerGroup, consumed_queues
-from astral_taskclaim.worker.loop import TaskRun, Worker
+from astral_taskclaim.worker.loop import Worker
 
 __all__ = ["Command", "burst_report"]
 

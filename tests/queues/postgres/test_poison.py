@@ -12,10 +12,11 @@ from collections.abc import Iterator
 import pytest
 from django.db import connection, connections, transaction
 
+from astral_taskclaim.consumer.summary import WorkerStats
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.queues.postgres.models import QueueMessage
 from astral_taskclaim.tasks import TaskRegistry
-from astral_taskclaim.worker.loop import Worker, WorkerStats
+from astral_taskclaim.worker.loop import Worker
 
 from .pgqueue import MakeQueue
 
