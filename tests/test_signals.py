@@ -9,8 +9,8 @@ import pytest
 from django.dispatch import Signal
 
 from astral_taskclaim import claim_task, consume_claimed, signals
-from astral_taskclaim.queues.base import MessageBatch, ReceivedMessage
 from astral_taskclaim.queues.memory import MemoryQueue
+from astral_taskclaim.queues.messages import MessageBatch, ReceivedMessage
 from astral_taskclaim.tasks import TaskRegistry
 from astral_taskclaim.worker.loop import Worker
 from tests.claimkit import claims

@@ -33,7 +33,6 @@ from astral_taskclaim.db.connections import savepoint_if_in_atomic
 from astral_taskclaim.queues.base import BaseQueue, ClaimStatement
 
 __all__ = [
-    "Plan",
     "Sender",
     "async_write_alias",
     "claim_params",
@@ -127,7 +126,7 @@ def release_params(key: str, token: str) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Plan:
+class _Plan:
     """How one enqueue call delivers its tasks, as :func:`plan` decided.
 
     ``statement``: the queue's statement writing claims and messages
@@ -148,7 +147,7 @@ def plan(
     function: str,
     placeholders: Iterable[Any],
     outside_transaction: bool = False,
-) -> Plan:
+) -> _Plan:
     """The rules every claimed enqueue follows (``enqueue_claimed``, its
     bulk and async forms), applied before anything is written.
 
@@ -181,7 +180,7 @@ def plan(
             f"{function}(): queue {name!r} sends through database {database!r}, claims go to "
             f"{alias!r}; inside a transaction they could not commit together."
         )
-    return Plan(alias, statement, joins)
+    return _Plan(alias, statement, joins)
 
 
 def run_in_savepoint(alias: str, path: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:

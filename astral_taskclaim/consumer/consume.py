@@ -50,7 +50,7 @@ from astral_taskclaim.core.envelope import Envelope, parse_body
 from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.redaction import redacting_filter
 from astral_taskclaim.db.connections import savepoint_if_in_atomic
-from astral_taskclaim.queues.base import ReceivedMessage
+from astral_taskclaim.queues.messages import ReceivedMessage
 from astral_taskclaim.queues.runs import RunNote
 
 __all__ = ["Consumer", "consume_claimed"]

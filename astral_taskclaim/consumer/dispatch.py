@@ -9,7 +9,7 @@ producer) goes to the queue's default task (``@claimed_task(default=True)``).
 - :func:`naming_task` is the sending side: a view of a queue backend whose
   claimed-task bodies carry the task's name.
 - :class:`QueueTasks` is the consuming side: the tasks of one queue, whose
-  :class:`TaskDispatch` consumer hands each message to its task's consumer,
+  ``_TaskDispatch`` consumer hands each message to its task's consumer,
   so every message goes through the one per-message core
   (``Consumer.consume_one``).
 
@@ -36,7 +36,7 @@ from astral_taskclaim.consumer.summary import (
 from astral_taskclaim.core.envelope import TASK_FIELD, task_name_of
 from astral_taskclaim.queues import BaseQueue
 
-__all__ = ["QueueConsumer", "QueueTasks", "TaskDispatch", "naming_task"]
+__all__ = ["QueueConsumer", "QueueTasks", "naming_task"]
 
 #: Attempts of a message naming an unknown task before it is given up.
 UNKNOWN_TASK_RETRIES = 3
@@ -104,14 +104,14 @@ class QueueTasks:
         """The default task's window, if there is a default."""
         return None if self.default is None else self.default.window_seconds
 
-    def consumer(self, *, using: str | None = None) -> TaskDispatch:
+    def consumer(self, *, using: str | None = None) -> _TaskDispatch:
         """Runs each message with its task's consumer; made once per batch."""
         consumers = {name: task.consumer(using=using) for name, task in self.tasks.items()}
         default = None if self.default is None else self.default.name
-        return TaskDispatch(self, consumers, default, using=using)
+        return _TaskDispatch(self, consumers, default, using=using)
 
 
-class TaskDispatch(MessageConsumer):
+class _TaskDispatch(MessageConsumer):
     """Hands each message to the consumer of the task it names."""
 
     __slots__ = ("consumers", "default", "tasks", "using")

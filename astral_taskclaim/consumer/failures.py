@@ -22,16 +22,10 @@ from __future__ import annotations
 import signal
 import threading
 
-__all__ = [
-    "MAX_ERROR_CHARS",
-    "DeliveriesExhausted",
-    "TaskNotFound",
-    "describe_error",
-    "is_task_failure",
-]
+__all__ = ["DeliveriesExhausted", "TaskNotFound", "describe_error", "is_task_failure"]
 
 #: Longest error text kept with a queued message.
-MAX_ERROR_CHARS = 2000
+_MAX_ERROR_CHARS = 2000
 
 
 class DeliveriesExhausted(Exception):
@@ -66,6 +60,6 @@ def is_task_failure(error: BaseException) -> bool:
 
 
 def describe_error(error: BaseException) -> str:
-    """``ExceptionClass: message``, cut to :data:`MAX_ERROR_CHARS`."""
+    """``ExceptionClass: message``, cut to ``_MAX_ERROR_CHARS`` (2000)."""
     text = f"{type(error).__qualname__}: {error}" if str(error) else type(error).__qualname__
-    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
+    return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 1] + "…"

@@ -29,13 +29,8 @@ from django.utils.functional import cached_property
 from django.utils.module_loading import import_string
 
 from astral_taskclaim.core.conf import app_settings
-from astral_taskclaim.queues.base import (
-    BaseQueue,
-    MessageBatch,
-    QueueError,
-    QueueStatus,
-    ReceivedMessage,
-)
+from astral_taskclaim.queues.base import BaseQueue, QueueError, QueueStatus
+from astral_taskclaim.queues.messages import MessageBatch, ReceivedMessage
 from astral_taskclaim.queues.runs import queue_history
 
 __all__ = [

@@ -1,9 +1,10 @@
 """The queue backend interface every queue implements.
 
 A backend sends JSON bodies, receives them in batches of
-:class:`ReceivedMessage`, and settles a batch (acks and delayed retries) in
-one call. ``consume_claimed`` decides per message with ``ack()`` /
-``retry()``; the worker then calls :meth:`BaseQueue.settle` once per batch.
+:class:`~astral_taskclaim.queues.messages.ReceivedMessage`, and settles a
+batch (acks and delayed retries) in one call. ``consume_claimed`` decides
+per message with ``ack()`` / ``retry()``; the worker then calls
+:meth:`BaseQueue.settle` once per batch.
 """
 
 from __future__ import annotations
@@ -12,36 +13,26 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from django.core import checks
 
 from astral_taskclaim.core.envelope import body_writer, encode_json, message_body
 from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.validation import raise_misconfigured
+from astral_taskclaim.queues.messages import MAX_DELAY_SECONDS, MessageBatch, ReceivedMessage
 from astral_taskclaim.queues.options import Option, Problem, Secret, parse_options
-from astral_taskclaim.queues.options import delay_seconds as check_delay_seconds
-from astral_taskclaim.queues.runs import RunRecord
 
 __all__ = [
-    "MAX_DELAY_SECONDS",
     "BaseQueue",
     "ClaimStatement",
-    "MessageBatch",
     "PartlySentError",
     "QueueError",
     "QueueStatus",
-    "ReceivedMessage",
-    "Settlement",
     "TextWriter",
 ]
 
 logger = logging.getLogger(__name__)
-
-#: Cloudflare Queues' longest retry delay, which every backend honours.
-MAX_DELAY_SECONDS = 43_200
-
-Settlement = Literal["ack", "retry"]
 
 
 class QueueError(Exception):
@@ -61,42 +52,6 @@ class PartlySentError(QueueError):
     def __init__(self, message: str, *, unsent: Sequence[int]) -> None:
         super().__init__(message)
         self.unsent = tuple(unsent)
-
-
-@dataclass(eq=False)
-class ReceivedMessage:
-    """One delivered message, as ``consume_claimed`` settles it: ``attempts``
-    counts deliveries, this one included (1 on the first); ``ack()``,
-    ``retry()`` and ``hand_back()`` only record the decision, which the backend
-    applies in :meth:`BaseQueue.settle`; ``receipt`` is the backend's handle
-    (lease id, receipt handle, row id)."""
-
-    body: Any
-    attempts: int
-    receipt: Any
-    id: str = ""
-    settlement: Settlement | None = field(default=None, init=False)
-    delay_seconds: float = field(default=0, init=False)
-    #: ``ExceptionClass: message`` of the failed run a retry follows, which a
-    #: queue that can store it (PostgreSQL) keeps with the message.
-    last_error: str | None = field(default=None, init=False)
-    #: The claimed task's run it carried, for the history (:mod:`.runs`).
-    run: RunRecord | None = field(default=None, init=False)
-    handed_back: bool = field(default=False, init=False)
-
-    def ack(self) -> None:
-        """Done with the message: the queue deletes it."""
-        self.settlement = "ack"
-
-    def retry(self, *, delay_seconds: float = 0) -> None:
-        """Deliver the message again after ``delay_seconds``."""
-        self.delay_seconds = check_delay_seconds(delay_seconds, MAX_DELAY_SECONDS)
-        self.settlement = "retry"
-
-    def hand_back(self) -> None:
-        """Deliver again at once, unrun: not an attempt where the queue can tell (PostgreSQL)."""
-        self.retry(delay_seconds=0)
-        self.handed_back = True
 
 
 @dataclass(frozen=True)
@@ -119,14 +74,6 @@ class ClaimStatement:
 #: Writes the encoded text of one claimed body from ``(key, token, task,
 #: task_json)``, ``task_json`` being ``task`` as :func:`encode_json` wrote it.
 TextWriter = Callable[[str, str, Any, str], str]
-
-
-@dataclass
-class MessageBatch:
-    """A received batch: the queue's alias and its messages, in order."""
-
-    queue: str
-    messages: list[ReceivedMessage]
 
 
 @dataclass

@@ -37,8 +37,9 @@ import httpx
 from astral_taskclaim.core.redaction import redacting_filter
 from astral_taskclaim.queues import cloudflare_api as api
 from astral_taskclaim.queues import options as opts
-from astral_taskclaim.queues.base import MessageBatch, PartlySentError, QueueError, ReceivedMessage
+from astral_taskclaim.queues.base import PartlySentError, QueueError
 from astral_taskclaim.queues.cloudflare_api import CloudflareError
+from astral_taskclaim.queues.messages import MessageBatch, ReceivedMessage
 from astral_taskclaim.queues.options import (
     Option,
     Secret,

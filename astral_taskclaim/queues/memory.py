@@ -32,13 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from astral_taskclaim.queues import options as opts
-from astral_taskclaim.queues.base import (
-    MAX_DELAY_SECONDS,
-    BaseQueue,
-    MessageBatch,
-    QueueStatus,
-    ReceivedMessage,
-)
+from astral_taskclaim.queues.base import BaseQueue, QueueStatus
+from astral_taskclaim.queues.messages import MAX_DELAY_SECONDS, MessageBatch, ReceivedMessage
 
 __all__ = [
     "DEFAULT_VISIBILITY_TIMEOUT",

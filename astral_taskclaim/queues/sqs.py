@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -38,13 +38,8 @@ from botocore.exceptions import BotoCoreError
 
 from astral_taskclaim.core.redaction import redacting_filter
 from astral_taskclaim.queues import options as opts
-from astral_taskclaim.queues.base import (
-    MessageBatch,
-    PartlySentError,
-    QueueError,
-    QueueStatus,
-    ReceivedMessage,
-)
+from astral_taskclaim.queues.base import PartlySentError, QueueError, QueueStatus
+from astral_taskclaim.queues.messages import MessageBatch, ReceivedMessage
 from astral_taskclaim.queues.options import (
     Option,
     Problem,
@@ -61,7 +56,9 @@ from astral_taskclaim.queues.sqs_wire import (
     call_sqs,
     decode_message,
     failure,
+    lease_entries,
     raise_partly_sent,
+    settle_entries,
     sqs_text,
 )
 
@@ -268,24 +265,8 @@ class SQSQueue(RemoteQueue):
     def settle(self, messages: Sequence[ReceivedMessage]) -> None:
         """``DeleteMessageBatch`` for the acks and
         ``ChangeMessageVisibilityBatch`` for the retries, 10 per call."""
-        client, config = self._connect()
-        now = time.monotonic()
-        acks: list[dict[str, Any]] = []
-        retries: list[dict[str, Any]] = []
-        for index, message in enumerate(messages):
-            receipt = message.receipt
-            if message.settlement is None:
-                continue
-            if not isinstance(receipt, Receipt):
-                raise ValueError(f"message {message.id!r} was not received from an SQSQueue")
-            if message.settlement == "ack":
-                acks.append({"Id": str(index), "ReceiptHandle": receipt.handle})
-            elif message.settlement == "retry":
-                delay = opts.whole_delay_seconds(message.delay_seconds, self.max_delay_seconds)
-                # SQS counts its 12-hour visibility limit from the receive.
-                room = self.max_delay_seconds - math.ceil(now - receipt.received_at)
-                entry = {"Id": str(index), "ReceiptHandle": receipt.handle}
-                retries.append({**entry, "VisibilityTimeout": max(min(delay, room), 0)})
+        client, _ = self._connect()
+        acks, retries = settle_entries(messages, self.max_delay_seconds, time.monotonic())
         failed: list[str] = []
         stale = 0
         calls = (
@@ -293,13 +274,7 @@ class SQSQueue(RemoteQueue):
             ("ChangeMessageVisibilityBatch", client.change_message_visibility_batch, retries),
         )
         for operation, call, entries in calls:
-            for start in range(0, len(entries), self.max_batch_size):
-                response = self._call(
-                    operation,
-                    call,
-                    QueueUrl=config["queue_url"],
-                    Entries=entries[start : start + self.max_batch_size],
-                )
+            for response in self._batch_calls(operation, call, entries):
                 for entry in response.get("Failed", []):
                     # The lease ran out and the message was delivered again:
                     # the new delivery settles it.
@@ -351,29 +326,17 @@ class SQSQueue(RemoteQueue):
         receipts = [message.receipt for message in messages]
         if not all(isinstance(receipt, Receipt) for receipt in receipts):
             raise ValueError("extend_leases: a message was not received from an SQSQueue")
-        client, config = self._connect()
-        now = time.monotonic()
-        extended: list[ReceivedMessage] = []
-        for start in range(0, len(messages), self.max_batch_size):
-            chunk = messages[start : start + self.max_batch_size]
-            entries = [
-                {
-                    "Id": str(index),
-                    "ReceiptHandle": message.receipt.handle,
-                    "VisibilityTimeout": self._visibility_within_limit(whole, message.receipt, now),
-                }
-                for index, message in enumerate(chunk)
-            ]
-            response = self._call(
-                "ChangeMessageVisibilityBatch",
-                client.change_message_visibility_batch,
-                QueueUrl=config["queue_url"],
-                Entries=entries,
-            )
-            extended += [chunk[int(entry["Id"])] for entry in response.get("Successful", [])]
-        return extended
+        client, _ = self._connect()
+        entries = lease_entries(messages, whole, self.max_delay_seconds, time.monotonic())
+        operation = "ChangeMessageVisibilityBatch"
+        responses = self._batch_calls(operation, client.change_message_visibility_batch, entries)
+        return [messages[int(e["Id"])] for r in responses for e in r.get("Successful", [])]
 
-    def _visibility_within_limit(self, seconds: int, receipt: Receipt, now: float) -> int:
-        # SQS counts its 12-hour visibility limit from the receive.
-        room = self.max_delay_seconds - math.ceil(now - receipt.received_at)
-        return max(min(seconds, room), 0)
+    def _batch_calls(
+        self, operation: str, call: Callable[..., Any], entries: list[dict[str, Any]]
+    ) -> Iterator[dict[str, Any]]:
+        """The responses of ``call`` over ``entries``, 10 per call."""
+        _, config = self._connect()
+        for start in range(0, len(entries), self.max_batch_size):
+            chunk = entries[start : start + self.max_batch_size]
+            yield self._call(operation, call, QueueUrl=config["queue_url"], Entries=chunk)

@@ -1,10 +1,12 @@
 """What the SQS backend sends and reads: bodies as SQS takes them, received
-messages and their receipts, and the errors AWS returns."""
+messages and their receipts, the entries of the settle and lease batch
+calls, and the errors AWS returns."""
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -13,7 +15,9 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from astral_taskclaim.core.redaction import redacting_filter
-from astral_taskclaim.queues.base import QueueError, ReceivedMessage
+from astral_taskclaim.queues import options as opts
+from astral_taskclaim.queues.base import QueueError
+from astral_taskclaim.queues.messages import ReceivedMessage
 from astral_taskclaim.queues.remote import EntriesRefusedError, RequestRefusedError
 
 __all__ = [
@@ -22,9 +26,12 @@ __all__ = [
     "call_sqs",
     "decode_message",
     "failure",
+    "lease_entries",
     "raise_partly_sent",
+    "settle_entries",
     "sqs_text",
     "unwrap",
+    "visibility",
 ]
 
 logger = logging.getLogger(__name__)
@@ -132,3 +139,50 @@ def raise_partly_sent(alias: str, response: dict[str, Any], *, later: range) -> 
 def failure(entry: dict[str, Any], messages: Sequence[ReceivedMessage]) -> str:
     """One refused entry of a batch call over ``messages``, as text."""
     return f"{messages[int(entry['Id'])].id}: {entry.get('Code')}: {entry.get('Message')}"
+
+
+def visibility(seconds: int, receipt: Receipt, now: float, limit: int) -> int:
+    """``seconds`` of visibility from ``now`` for the message of ``receipt``,
+    within SQS's ``limit`` (12 hours), which it counts from the receive."""
+    room = limit - math.ceil(now - receipt.received_at)
+    return max(min(seconds, room), 0)
+
+
+def settle_entries(
+    messages: Sequence[ReceivedMessage], limit: int, now: float
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ``DeleteMessageBatch`` entries of the acked ``messages`` and the
+    ``ChangeMessageVisibilityBatch`` entries of the retried ones, each
+    ``Id`` the message's position; ``ValueError`` for a message that another
+    backend received."""
+    acks: list[dict[str, Any]] = []
+    retries: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        receipt = message.receipt
+        if message.settlement is None:
+            continue
+        if not isinstance(receipt, Receipt):
+            raise ValueError(f"message {message.id!r} was not received from an SQSQueue")
+        entry = {"Id": str(index), "ReceiptHandle": receipt.handle}
+        if message.settlement == "ack":
+            acks.append(entry)
+        elif message.settlement == "retry":
+            delay = opts.whole_delay_seconds(message.delay_seconds, limit)
+            retries.append({**entry, "VisibilityTimeout": visibility(delay, receipt, now, limit)})
+    return acks, retries
+
+
+def lease_entries(
+    messages: Sequence[ReceivedMessage], seconds: int, limit: int, now: float
+) -> list[dict[str, Any]]:
+    """The ``ChangeMessageVisibilityBatch`` entries hiding each of
+    ``messages`` (received from SQS) ``seconds`` from ``now``, within
+    ``limit``; each ``Id`` is the message's position."""
+    return [
+        {
+            "Id": str(index),
+            "ReceiptHandle": message.receipt.handle,
+            "VisibilityTimeout": visibility(seconds, message.receipt, now, limit),
+        }
+        for index, message in enumerate(messages)
+    ]

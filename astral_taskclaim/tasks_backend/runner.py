@@ -46,7 +46,7 @@ from django.utils.dateparse import parse_datetime
 
 from astral_taskclaim.consumer.consume import Consumer
 from astral_taskclaim.consumer.failures import TaskNotFound, describe_error
-from astral_taskclaim.consumer.retry import retry_delay_seconds
+from astral_taskclaim.consumer.retry import requested_retry_after_ms, retry_delay_seconds
 from astral_taskclaim.consumer.summary import (
     ConsumeSummary,
     Message,
@@ -58,7 +58,7 @@ from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.envelope import Envelope, parse_body
 from astral_taskclaim.core.validation import max_retries_problem
 from astral_taskclaim.queues import QueueError, queues
-from astral_taskclaim.tasks import ClaimedTask, requested_retry_after_ms
+from astral_taskclaim.tasks import ClaimedTask
 from astral_taskclaim.tasks_backend import results
 from astral_taskclaim.tasks_backend.compat import (
     TaskContext,

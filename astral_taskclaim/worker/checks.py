@@ -1,4 +1,4 @@
-"""System check W036: a PostgreSQL queue holding messages that no worker
+"""Internal: system check W036: a PostgreSQL queue holding messages that no worker
 of this project would consume (registered by :mod:`astral_taskclaim.checks`)."""
 
 from __future__ import annotations

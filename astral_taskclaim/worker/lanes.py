@@ -1,4 +1,4 @@
-"""Threads that run a worker's messages side by side, one key at a time.
+"""Internal: threads that run a worker's messages side by side, one key at a time.
 
 :class:`Lanes` is a pool of ``size`` threads fed from one backlog. An item
 put with a key that is running (or waiting) already waits behind it, so two

@@ -1,4 +1,4 @@
-"""Keeping a batch's leases while a worker runs it.
+"""Internal: keeping a batch's leases while a worker runs it.
 
 A receive leases its messages for the queue's visibility timeout, and the
 worker settles the whole batch once, after its last message. A batch (or a
@@ -37,15 +37,15 @@ from django.db import connections
 
 from astral_taskclaim.queues import BaseQueue, ReceivedMessage
 
-__all__ = ["BEATS_PER_LEASE", "MIN_INTERVAL", "LeaseKeeper", "lease_length"]
+__all__ = ["LeaseKeeper", "lease_length"]
 
 logger = logging.getLogger(__name__)
 
 #: Extensions per lease: one every third of it, so two can fail before a
 #: message's lease runs out.
-BEATS_PER_LEASE = 3
+_BEATS_PER_LEASE = 3
 #: Shortest pause between extensions, whatever the lease.
-MIN_INTERVAL = 0.05
+_MIN_INTERVAL = 0.05
 
 
 def lease_length(backend: BaseQueue) -> float | None:
@@ -86,7 +86,7 @@ class LeaseKeeper:
             raise ValueError(f"queue {backend.alias!r} cannot extend leases")
         self.backend = backend
         self.lease_seconds = lease_seconds
-        self.interval = max(lease_seconds / BEATS_PER_LEASE, MIN_INTERVAL)
+        self.interval = max(lease_seconds / _BEATS_PER_LEASE, _MIN_INTERVAL)
         self.extensions = 0
         self._lease_end = (time.monotonic() if leased_at is None else leased_at) + lease_seconds
         self._held = list(messages)

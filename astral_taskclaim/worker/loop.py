@@ -8,8 +8,9 @@ call. It can be used without the command (in a thread, in tests)::
     worker = Worker("refresh", batch_size=10, burst=True)
     stats = worker.run()
 
-With ``concurrency=N``, N messages run side by side, two of one key never
-at once (:mod:`~astral_taskclaim.worker.side_by_side`); what follows holds for each.
+The loop itself is :mod:`~astral_taskclaim.worker.one_at_a_time`; with
+``concurrency=N``, N messages run side by side, two of one key never at
+once (:mod:`~astral_taskclaim.worker.side_by_side`). What follows holds for both.
 
 Shutdown is two-stage (:mod:`~astral_taskclaim.worker.shutdown`). :meth:`Worker.stop`
 (what the first SIGTERM or SIGINT calls) lets the running message finish, settles the batch and
@@ -42,7 +43,6 @@ from types import FrameType
 
 import psycopg
 from django.db import Error as DjangoDatabaseError
-from django.db import close_old_connections
 
 from astral_taskclaim.consumer.dispatch import QueueConsumer
 from astral_taskclaim.consumer.summary import ConsumeSummary, TaskRun, WorkerStats
@@ -63,8 +63,9 @@ from astral_taskclaim.queues.runs import write_runs
 from astral_taskclaim.schedules import Scheduler
 from astral_taskclaim.tasks import registry
 from astral_taskclaim.worker.leases import LeaseKeeper, lease_length
+from astral_taskclaim.worker.one_at_a_time import OneAtATime
 from astral_taskclaim.worker.shutdown import TwoStageStop
-from astral_taskclaim.worker.side_by_side import SideBySide, default_batch_size, task_run
+from astral_taskclaim.worker.side_by_side import SideBySide, default_batch_size
 
 __all__ = ["Worker"]
 
@@ -188,16 +189,8 @@ class Worker:
         try:
             if self.concurrency > 1:
                 SideBySide(self).run()
-            while self.concurrency == 1 and not self.stopper.requested:
-                limit = self.receive_limit()
-                if limit <= 0:
-                    break
-                batch = self._receive(limit)
-                if batch is None:
-                    break
-                if batch.messages:
-                    self._process(batch)
-                    close_old_connections()
+            else:
+                OneAtATime(self).run()
         finally:
             self.backend.close()
         # The totals go in the record's fields; the text stays apart from
@@ -220,9 +213,12 @@ class Worker:
             return self.batch_size
         return min(self.batch_size, self.max_messages - self.stats.received)
 
-    def _receive(self, limit: int) -> MessageBatch | None:
-        """The next non-empty batch, or ``None`` to stop."""
-        while not self.stopper.requested:
+    def _receive(self) -> MessageBatch | None:
+        """The next non-empty batch, of :meth:`receive_limit` messages at
+        most, or ``None`` to stop (stopped, drained with ``burst``, or
+        ``max_messages`` received)."""
+        limit = self.receive_limit()
+        while limit > 0 and not self.stopper.requested:
             if self.scheduler is not None:
                 self.scheduler.tick()
             try:
@@ -241,24 +237,6 @@ class Worker:
             if self.wait == 0:
                 self.stopper.wait(IDLE_PAUSE)
         return None
-
-    def _process(self, batch: MessageBatch) -> None:
-        """Runs the batch's messages until done or stopped; settles it once."""
-        stats = self.stats
-        stats.batches += 1
-        stats.received += len(batch.messages)
-        # Fewest deliveries first (stable): a message brought back by its own
-        # crashes runs after the rest, so a worker it kills again has run
-        # them, and they do not pile up deliveries unrun behind it.
-        batch.messages.sort(key=_deliveries)
-        summary = ConsumeSummary(queue=batch.queue)
-        with self._lease_keeper(batch.messages) as keeper:
-            done = self._run(batch, summary, keeper)
-        returned = [m for m in batch.messages[done:] if keeper is None or not keeper.lost(m)]
-        for message in returned:
-            message.hand_back()
-        summary.returned = len(returned)
-        self._finish_batch(batch, summary, batch.messages)
 
     def _finish_batch(
         self, batch: MessageBatch, summary: ConsumeSummary, unsettled: list[ReceivedMessage]
@@ -279,34 +257,6 @@ class Worker:
                 **summary.log_fields(),
             },
         )
-
-    def _run(self, batch: MessageBatch, summary: ConsumeSummary, keeper: LeaseKeeper | None) -> int:
-        """Runs the batch's messages in order until done or stopped; how
-        many it went through (a message lost to another delivery is
-        skipped: its new consumer runs it)."""
-        on_run, stopper = self.on_run, self.stopper
-        done = 0
-        try:
-            # Made per batch: asks whether the claims connection is usable.
-            consumer = self.task.consumer(using=self.using)
-            for done, message in enumerate(batch.messages):
-                if stopper.requested:
-                    return done
-                if keeper is not None and keeper.lost(message):
-                    self.stats.leases_lost += 1
-                    continue
-                if on_run is None:
-                    consumer.consume_one(message, summary)
-                    continue
-                started = time.monotonic()
-                outcome = consumer.consume_one(message, summary)
-                on_run(task_run(batch.queue, message, outcome, time.monotonic() - started))
-        except RECOVERABLE as error:
-            # The claims database is unreachable: leave this message and the
-            # rest to the retry of the messages not run.
-            self._recover(error, interruptible=False)
-            return done
-        return len(batch.messages)
 
     def _lease_keeper(
         self, messages: list[ReceivedMessage]
@@ -360,7 +310,3 @@ class Worker:
             self.stopper.wait(delay)
         else:
             threading.Event().wait(delay)
-
-
-def _deliveries(message: ReceivedMessage) -> int:
-    return message.attempts

@@ -40,16 +40,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import DatabaseError, connections
 from django.http import HttpRequest, HttpResponse
 
-__all__ = [
-    "OUTCOMES",
-    "STATES",
-    "QueueCollector",
-    "RunDurations",
-    "WorkerCollector",
-    "metrics_view",
-    "serve",
-    "worker_registry",
-]
+__all__ = ["metrics_view", "serve", "worker_registry"]
 
 try:
     from prometheus_client import (
@@ -76,11 +67,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-OUTCOMES = ("ok", "retried", "failed", "malformed", "unparseable", "returned")
-STATES = ("ready", "delayed", "leased")
+_OUTCOMES = ("ok", "retried", "failed", "malformed", "unparseable", "returned")
+_STATES = ("ready", "delayed", "leased")
 
 
-class WorkerCollector(Collector):
+class _WorkerCollector(Collector):
     """The counters of :class:`~astral_taskclaim.worker.loop.Worker` objects (one
     per queue), read at scrape time."""
 
@@ -103,7 +94,7 @@ class WorkerCollector(Collector):
         )
         for worker in self.workers:
             stats, queue = worker.stats, worker.queue
-            for outcome in OUTCOMES:
+            for outcome in _OUTCOMES:
                 messages.add_metric([queue, outcome], getattr(stats, outcome))
             batches.add_metric([queue], stats.batches)
             errors.add_metric([queue], stats.database_errors)
@@ -112,7 +103,7 @@ class WorkerCollector(Collector):
         yield errors
 
 
-class QueueCollector(Collector):
+class _QueueCollector(Collector):
     """Queue depths (``status()`` of each backend) and, optionally, claim
     counts, asked at scrape time. ``close_connections``: close this
     thread's database connections afterwards (a scrape thread of its own)."""
@@ -149,7 +140,7 @@ class QueueCollector(Collector):
                     extra={"event": "metrics.queue_failed", "queue": name},
                 )
                 continue
-            for state in STATES:
+            for state in _STATES:
                 if found[state] is not None:
                     depth.add_metric([name, state], found[state])
             if found["oldest_age_seconds"] is not None:
@@ -170,7 +161,7 @@ class QueueCollector(Collector):
             yield claims
 
 
-class RunDurations:
+class _RunDurations:
     """A ``Worker(on_run=...)`` callback timing each run in a histogram."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
@@ -185,14 +176,14 @@ class RunDurations:
         self.histogram.labels(run.queue, run.outcome).observe(run.duration_seconds)
 
 
-def worker_registry(*workers: Worker) -> tuple[CollectorRegistry, RunDurations]:
+def worker_registry(*workers: Worker) -> tuple[CollectorRegistry, _RunDurations]:
     """A registry with the ``workers``' counters and their queues' depths,
     and the ``on_run`` callback that fills their duration histogram."""
     registry = CollectorRegistry(auto_describe=True)
-    registry.register(WorkerCollector(*workers))
+    registry.register(_WorkerCollector(*workers))
     queues = [worker.queue for worker in workers]
-    registry.register(QueueCollector(queues, claims=False, close_connections=True))
-    return registry, RunDurations(registry)
+    registry.register(_QueueCollector(queues, claims=False, close_connections=True))
+    return registry, _RunDurations(registry)
 
 
 def serve(registry: CollectorRegistry, port: int, address: str = "127.0.0.1") -> Any:
@@ -204,5 +195,5 @@ def serve(registry: CollectorRegistry, port: int, address: str = "127.0.0.1") ->
 def metrics_view(request: HttpRequest) -> HttpResponse:
     """Every queue's depth and the claims, in Prometheus' text format."""
     registry = CollectorRegistry(auto_describe=True)
-    registry.register(QueueCollector(list(app_settings.QUEUES)))
+    registry.register(_QueueCollector(list(app_settings.QUEUES)))
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

@@ -1,4 +1,4 @@
-"""Two-stage shutdown for the package's long-running commands.
+"""Internal: two-stage shutdown for the package's long-running commands.
 
 The first SIGTERM or SIGINT asks the loop to stop after the work in hand
 (:attr:`TwoStageStop.requested` becomes true and :meth:`TwoStageStop.wait`
@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-__all__ = ["SIGNALS", "TwoStageStop"]
+__all__ = ["TwoStageStop"]
 
 logger = logging.getLogger(__name__)
 
-SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class TwoStageStop:
@@ -86,7 +86,7 @@ class TwoStageStop:
     def signal_handlers(self) -> Iterator[None]:
         """SIGTERM and SIGINT call :meth:`handle_signal` inside the block
         (main thread only)."""
-        previous = {sig: signal.signal(sig, self.handle_signal) for sig in SIGNALS}
+        previous = {sig: signal.signal(sig, self.handle_signal) for sig in _SIGNALS}
         try:
             yield
         finally:

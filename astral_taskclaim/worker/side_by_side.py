@@ -1,4 +1,4 @@
-"""A worker's run with ``concurrency`` above 1: messages side by side.
+"""Internal: a worker's run with ``concurrency`` above 1: messages side by side.
 
 :class:`SideBySide` is the loop of a :class:`~astral_taskclaim.worker.loop.Worker`
 whose ``concurrency`` is N > 1. It receives a batch whenever no more than N
@@ -47,7 +47,7 @@ from astral_taskclaim.worker.lanes import POLL_SECONDS, Lanes
 from astral_taskclaim.worker.leases import LeaseKeeper
 from astral_taskclaim.worker.shutdown import TwoStageStop
 
-__all__ = ["SideBySide", "default_batch_size", "message_key", "task_run"]
+__all__ = ["SideBySide", "default_batch_size", "task_run"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def default_batch_size(concurrency: int) -> int:
     return min(max(10, 10 * concurrency), MAX_DEFAULT_BATCH)
 
 
-def message_key(message: ReceivedMessage) -> str | None:
+def _message_key(message: ReceivedMessage) -> str | None:
     """The key a message's body names, if it names one."""
     body = message.body
     key = body.get("key") if isinstance(body, dict) else None
@@ -70,12 +70,13 @@ def message_key(message: ReceivedMessage) -> str | None:
 
 def task_run(queue: str, message: ReceivedMessage, outcome: Outcome, seconds: float) -> TaskRun:
     """What ``on_run`` is told about one message."""
-    return TaskRun(queue, message_key(message), message.attempts, outcome, seconds)
+    return TaskRun(queue, _message_key(message), message.attempts, outcome, seconds)
 
 
 class Worker(Protocol):
-    """What of :class:`~astral_taskclaim.worker.loop.Worker` this loop uses
-    (the worker module imports this one)."""
+    """What of :class:`~astral_taskclaim.worker.loop.Worker` this loop and
+    :mod:`~astral_taskclaim.worker.one_at_a_time` use (the worker module
+    imports both)."""
 
     queue: str
     concurrency: int
@@ -93,9 +94,7 @@ class Worker(Protocol):
 
     def stop(self) -> None: ...
 
-    def receive_limit(self) -> int: ...
-
-    def _receive(self, limit: int) -> MessageBatch | None: ...
+    def _receive(self) -> MessageBatch | None: ...
 
     def _recover(self, error: BaseException, *, interruptible: bool) -> None: ...
 
@@ -158,14 +157,10 @@ class SideBySide:
                 if error is not None:
                     worker._recover(error, interruptible=True)
                     continue
-                limit = worker.receive_limit()
-                if limit <= 0:
-                    break
-                batch = worker._receive(limit)
+                batch = worker._receive()
                 if batch is None:
                     break
-                if batch.messages:
-                    self._start(batch)
+                self._start(batch)
         except BaseException:
             stopping.request()  # the loop failed: nothing more starts
             raise
@@ -208,7 +203,7 @@ class SideBySide:
         with self._lock:
             self._open += 1
         for message in batch.messages:
-            self.lanes.put(message_key(message), _Item(track, message))
+            self.lanes.put(_message_key(message), _Item(track, message))
 
     def _run_one(self, item: _Item) -> None:
         """One message, on a lane's thread."""

@@ -17,7 +17,7 @@ from django.test import override_settings
 from astral_taskclaim import claim_task, consume_claimed
 from astral_taskclaim.consumer.consume import Consumer
 from astral_taskclaim.consumer.summary import ConsumeSummary, TaskOptions
-from astral_taskclaim.queues.base import MessageBatch, ReceivedMessage
+from astral_taskclaim.queues.messages import MessageBatch, ReceivedMessage
 from tests.claimkit import (
     claims,
     django_pid,

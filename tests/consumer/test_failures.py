@@ -15,7 +15,7 @@ import pytest
 
 from astral_taskclaim import claim_task, consume_claimed, signals
 from astral_taskclaim.consumer.failures import DeliveriesExhausted, is_task_failure
-from astral_taskclaim.queues.base import MessageBatch, ReceivedMessage
+from astral_taskclaim.queues.messages import MessageBatch, ReceivedMessage
 from tests.claimkit import claims
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from astral_taskclaim import retry_delay_seconds
-from astral_taskclaim.consumer.retry import MAX_RETRY_DELAY_SECONDS, requested_wait_ms
+from astral_taskclaim.consumer.retry import _MAX_RETRY_DELAY_SECONDS, requested_wait_ms
 
 
 @pytest.mark.parametrize(
@@ -73,7 +73,7 @@ def test_attempts_must_be_a_count_from_one(attempts: object, error: type[Excepti
 def test_the_schedule_matches_exact_arithmetic(attempts: int, retry_after_ms: float | None) -> None:
     backoff = 30 * 2 ** (attempts - 1)
     wait = 0 if retry_after_ms is None else math.ceil(Fraction(retry_after_ms) / 1000)
-    expected = min(max(backoff, wait), MAX_RETRY_DELAY_SECONDS)
+    expected = min(max(backoff, wait), _MAX_RETRY_DELAY_SECONDS)
     assert retry_delay_seconds(attempts, retry_after_ms) == expected
 
 

@@ -21,8 +21,9 @@ from astral_taskclaim.core.redaction import (
     redacting_filter,
     representations,
 )
-from astral_taskclaim.queues.base import MessageBatch, QueueError
+from astral_taskclaim.queues.base import QueueError
 from astral_taskclaim.queues.memory import MemoryQueue
+from astral_taskclaim.queues.messages import MessageBatch
 from astral_taskclaim.tasks import TaskRegistry
 from astral_taskclaim.worker import loop as worker_module
 from astral_taskclaim.worker.loop import Worker

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from django.core import checks
 
-from astral_taskclaim.queues.base import BaseQueue, MessageBatch, ReceivedMessage
+from astral_taskclaim.queues.base import BaseQueue
+from astral_taskclaim.queues.messages import MessageBatch, ReceivedMessage
 
 
 class Probe(BaseQueue):

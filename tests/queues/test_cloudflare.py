@@ -17,9 +17,9 @@ from django.test import override_settings
 
 from astral_taskclaim.checks import check_queues
 from astral_taskclaim.queues import queues
-from astral_taskclaim.queues.base import ReceivedMessage
 from astral_taskclaim.queues.cloudflare import CloudflareError, CloudflareQueue
 from astral_taskclaim.queues.cloudflare_api import retry_after as _retry_after
+from astral_taskclaim.queues.messages import ReceivedMessage
 
 from .cloudflare_server import CloudflareQueuesServer
 

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from astral_taskclaim.queues.base import MAX_DELAY_SECONDS, BaseQueue, QueueError, ReceivedMessage
+from astral_taskclaim.queues.base import BaseQueue, QueueError
 from astral_taskclaim.queues.cloudflare import CloudflareQueue
 from astral_taskclaim.queues.memory import MemoryQueue
+from astral_taskclaim.queues.messages import MAX_DELAY_SECONDS, ReceivedMessage
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.queues.sqs import SQSQueue
 

@@ -9,8 +9,9 @@ from typing import Any, ClassVar
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from astral_taskclaim.queues.base import BaseQueue, MessageBatch, ReceivedMessage
+from astral_taskclaim.queues.base import BaseQueue
 from astral_taskclaim.queues.memory import MemoryQueue
+from astral_taskclaim.queues.messages import MessageBatch, ReceivedMessage
 from astral_taskclaim.queues.options import (
     Option,
     Problem,

@@ -32,6 +32,9 @@ class Failure(Exception):
 
 @pytest.fixture(autouse=True)
 def empty_runs() -> Iterator[None]:
+    """No runs before or after (a test of another module may leave some)."""
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM taskclaim.run")
     yield
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM taskclaim.run")

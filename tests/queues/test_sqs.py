@@ -14,7 +14,8 @@ from django.test import override_settings
 from moto.sqs.models import sqs_backends
 
 from astral_taskclaim.checks import check_queues
-from astral_taskclaim.queues.base import QueueError, ReceivedMessage
+from astral_taskclaim.queues.base import QueueError
+from astral_taskclaim.queues.messages import ReceivedMessage
 from astral_taskclaim.queues.sqs import Receipt, SQSQueue
 
 from .servers import MotoSQS, recorded

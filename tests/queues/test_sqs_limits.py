@@ -13,7 +13,8 @@ from botocore.stub import Stubber
 from botocore.validate import ParamValidator
 
 from astral_taskclaim.claims.bulk import enqueue_claimed_many
-from astral_taskclaim.queues.base import BaseQueue, PartlySentError, ReceivedMessage
+from astral_taskclaim.queues.base import BaseQueue, PartlySentError
+from astral_taskclaim.queues.messages import ReceivedMessage
 from astral_taskclaim.queues.sqs import Receipt, SQSQueue
 from tests.claimkit import claims
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from astral_taskclaim.queues.base import MessageBatch, ReceivedMessage
+from astral_taskclaim.queues.messages import MessageBatch, ReceivedMessage
 from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.reliability.support import table_snapshot
 

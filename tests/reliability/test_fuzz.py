@@ -26,8 +26,9 @@ from hypothesis import strategies as st
 
 from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.consumer.consume import consume_claimed
-from astral_taskclaim.queues.base import BaseQueue, MessageBatch, ReceivedMessage
+from astral_taskclaim.queues.base import BaseQueue
 from astral_taskclaim.queues.cloudflare import CloudflareQueue
+from astral_taskclaim.queues.messages import MessageBatch, ReceivedMessage
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.queues.sqs import SQSQueue
 from tests.claimkit import insert_claim

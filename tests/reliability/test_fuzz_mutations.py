@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from astral_taskclaim.consumer.consume import consume_claimed
-from astral_taskclaim.queues.base import MessageBatch, ReceivedMessage
+from astral_taskclaim.queues.messages import MessageBatch, ReceivedMessage
 from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.claimkit import insert_claim
 from tests.reliability.support import (

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 import pytest
 
 from astral_taskclaim.queues import QueueError
-from astral_taskclaim.queues.base import ReceivedMessage
 from astral_taskclaim.queues.cloudflare import CloudflareQueue
 from astral_taskclaim.queues.memory import MemoryQueue
+from astral_taskclaim.queues.messages import ReceivedMessage
 from astral_taskclaim.worker.leases import LeaseKeeper, lease_length
 from tests.eventkit import EventWaiter
 

@@ -51,52 +51,24 @@ from typing import Any
 
 from django.db import DatabaseError, DataError, IntegrityError, connections
 
-from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.envelope import decode_body
 from astral_taskclaim.db import statements
 from astral_taskclaim.db.connections import savepoint_if_in_atomic
 from astral_taskclaim.queues import options as opts
-from astral_taskclaim.queues.base import (
-    MAX_DELAY_SECONDS,
-    BaseQueue,
-    ClaimStatement,
-    MessageBatch,
-    QueueStatus,
-    ReceivedMessage,
-)
+from astral_taskclaim.queues.base import BaseQueue, ClaimStatement, QueueStatus
+from astral_taskclaim.queues.messages import MessageBatch, ReceivedMessage
 from astral_taskclaim.queues.postgres.listener import Listener
+from astral_taskclaim.queues.postgres.options import OPTIONS, database_problems
 from astral_taskclaim.queues.runs import RunRecord, settle_recording
 
-__all__ = [
-    "CHANNEL_PREFIX",
-    "DEFAULT_POLL_INTERVAL",
-    "DEFAULT_VISIBILITY_TIMEOUT",
-    "MAX_QUEUE_NAME_BYTES",
-    "MIN_PAUSE",
-    "PostgresQueue",
-]
+__all__ = ["CHANNEL_PREFIX", "MIN_PAUSE", "PostgresQueue"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_VISIBILITY_TIMEOUT = 60.0
-DEFAULT_POLL_INTERVAL = 2.0
-#: The NOTIFY channel is ``taskclaim.<queue_name>``: 10 bytes of prefix and
-#: the name must fit PostgreSQL's 63-byte identifiers.
-MAX_QUEUE_NAME_BYTES = 53
 CHANNEL_PREFIX = "taskclaim."
 # A due message another consumer is leasing right now is free again within
 # milliseconds; look again after this pause rather than a whole poll.
 MIN_PAUSE = 0.05
-
-
-def _database(value: Any) -> str:
-    """Option ``database``: an alias of a PostgreSQL entry of ``DATABASES``."""
-    if not isinstance(value, str) or value not in connections.settings:
-        raise ValueError("must name an entry of DATABASES")
-    engine = str(connections.settings[value].get("ENGINE", ""))
-    if not engine.startswith("django.db.backends.postgresql"):
-        raise ValueError(f"is not PostgreSQL ({engine})")
-    return value
 
 
 class PostgresQueue(BaseQueue):
@@ -106,17 +78,7 @@ class PostgresQueue(BaseQueue):
     supports_lease_extension = True
     records_runs = True
 
-    option_spec = {
-        "database": opts.Option(
-            _database,
-            default_factory=lambda alias: app_settings.DATABASE,
-            check_id="E011",
-        ),
-        "queue_name": opts.queue_name_option(MAX_QUEUE_NAME_BYTES),
-        "visibility_timeout": opts.seconds_option(DEFAULT_VISIBILITY_TIMEOUT, MAX_DELAY_SECONDS),
-        "poll_interval": opts.seconds_option(DEFAULT_POLL_INTERVAL, 3600),
-        "listen": opts.Option(opts.flag, default=True),
-    }
+    option_spec = OPTIONS
 
     def __init__(self, alias: str, *, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(alias, options=options)
@@ -133,13 +95,7 @@ class PostgresQueue(BaseQueue):
 
     def check_options(self, config: dict[str, Any]) -> list[opts.Problem]:
         """W018 when ``database`` is not ``TASKCLAIM_DATABASE``."""
-        claims_alias = app_settings.DATABASE
-        if config["database"] == claims_alias:
-            return []
-        hint = "The queue's table lives in TASKCLAIM_DATABASE's database: point this alias at "
-        hint += "the same database. Its sends join transactions of this alias only."
-        problem = f"is not TASKCLAIM_DATABASE ({claims_alias!r})"
-        return [opts.Problem("W018", problem, "database", repr(config["database"]), hint)]
+        return database_problems(config)
 
     @property
     def channel(self) -> str:
