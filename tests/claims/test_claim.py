@@ -7,11 +7,9 @@ import threading
 import uuid
 
 import pytest
-from django.db import connections, transaction
-from django.test.utils import CaptureQueriesContext
+from django.db import connections
 
 from astral_taskclaim import claim_task, hold_task, release_task
-from astral_taskclaim.claims.writing import in_transaction
 from astral_taskclaim.core.envelope import encode_json
 from astral_taskclaim.core.validation import MAX_KEY_BYTES, MAX_SECONDS
 from tests.claimkit import claims, insert_claim
@@ -244,38 +242,3 @@ def test_an_unknown_database_alias_is_rejected() -> None:
 def test_tasks_must_be_strict_json(task: object, error: type[Exception]) -> None:
     with pytest.raises(error, match="task is not JSON-serialisable"):
         encode_json(task, name="task")
-
-
-def test_outside_any_block_there_is_no_transaction_until_autocommit_is_off() -> None:
-    connection = connections["default"]
-    assert not in_transaction(connection)
-    transaction.set_autocommit(False)
-    try:
-        assert in_transaction(connection)
-    finally:
-        transaction.rollback()
-        transaction.set_autocommit(True)
-
-
-def test_an_atomic_block_is_a_transaction_and_asking_sends_nothing() -> None:
-    connection = connections["default"]
-    with transaction.atomic():
-        blocks = len(connection.atomic_blocks)
-        with CaptureQueriesContext(connection) as queries:
-            assert in_transaction(connection)
-        assert len(connection.atomic_blocks) == blocks
-        assert len(queries) == 0
-
-
-@pytest.mark.django_db  # the test runs inside TestCase's atomic blocks
-def test_the_blocks_of_testcase_do_not_count_but_a_block_inside_them_does() -> None:
-    connection = connections["default"]
-    assert connection.in_atomic_block
-    blocks = len(connection.atomic_blocks)
-    with CaptureQueriesContext(connection) as queries:
-        assert not in_transaction(connection)
-    assert len(queries) == 0
-    assert len(connection.atomic_blocks) == blocks
-    with transaction.atomic():
-        assert in_transaction(connection)
-    assert not in_transaction(connection)
