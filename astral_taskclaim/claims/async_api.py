@@ -55,7 +55,6 @@ from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, encode_json, messa
 from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.validation import validate_key, validate_window
 from astral_taskclaim.db.aio_pool import aclose_pools, pool
-from astral_taskclaim.queues.base import BaseQueue
 
 __all__ = [
     "aclaim_task",
@@ -123,13 +122,11 @@ async def aenqueue_claimed(
         placeholders=[placeholder],
         outside_transaction=True,  # checked by async_write_alias
     )
-    if how.statement is not None:
-        assert isinstance(queue, BaseQueue)  # only a BaseQueue has a statement
+    if how.insert is not None:
         token = str(uuid.uuid4())
-        body = queue.text_writer(window_seconds)(key, token, task, task_json)
-        params = {"key": key, "seconds": float(window_seconds), "token": token, "body": body}
-        rows = await (await pool(alias)).run(how.statement.one, {**how.statement.params, **params})
-        return token if rows else None
+        body = how.insert.writer(window_seconds)(key, token, task, task_json)
+        params = how.insert.one_params(key, token, body, window_seconds)
+        return token if await (await pool(alias)).run(how.insert.one, params) else None
     # Shielded: a caller cancelled between the claim and the send (a client
     # that went away) must not leave the key claimed with nothing queued.
     return await asyncio.shield(_claim_then_send(queue, alias, key, task, window_seconds))

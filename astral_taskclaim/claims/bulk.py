@@ -36,7 +36,7 @@ from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, encode_json, messa
 from astral_taskclaim.core.redaction import redacting_filter
 from astral_taskclaim.core.validation import validate_key, validate_window
 from astral_taskclaim.db import statements
-from astral_taskclaim.queues.base import BaseQueue, PartlySentError
+from astral_taskclaim.queues.base import PartlySentError, TextWriter
 
 __all__ = ["claim_tasks", "enqueue_claimed_many"]
 
@@ -155,16 +155,12 @@ def enqueue_claimed_many(
     size = _batch_size(queue)
     placeholders = (message_body(k, PLACEHOLDER_TOKEN, window_seconds, t) for k, t in pairs)
     how = plan(queue, alias, function="enqueue_claimed_many", placeholders=placeholders)
-    if how.statement is not None:
-        bodies = _statement_bodies(queue, pairs, texts, window_seconds)
-        params = {
-            **how.statement.params,
-            "keys": list(bodies),
-            "tokens": [token for token, _ in bodies.values()],
-            "bodies": [body for _, body in bodies.values()],
-            "seconds": float(window_seconds),
-        }
-        rows = run_in_savepoint(alias, how.statement.many, params)
+    if how.insert is not None:
+        bodies = _statement_bodies(how.insert.writer(window_seconds), pairs, texts)
+        fresh = [token for token, _ in bodies.values()]
+        encoded = [body for _, body in bodies.values()]
+        params = how.insert.many_params(list(bodies), fresh, encoded, window_seconds)
+        rows = run_in_savepoint(alias, how.insert.many, params)
         return _by_position(keys, {key: bodies[key][0] for (key,) in rows})
     if how.joins:
         with transaction.atomic(using=alias):
@@ -189,13 +185,12 @@ def enqueue_claimed_many(
 
 
 def _statement_bodies(
-    queue: BaseQueue, pairs: Sequence[tuple[str, Any]], texts: Sequence[str], window_seconds: float
+    write: TextWriter, pairs: Sequence[tuple[str, Any]], texts: Sequence[str]
 ) -> dict[str, tuple[str, str]]:
     """Token and encoded body of each distinct key's first task, written by
-    the queue's :meth:`~astral_taskclaim.queues.base.BaseQueue.text_writer`;
-    raises the queue's error for any task it would reject (a repeated
-    key's too, as the single call would), before anything is written."""
-    write = queue.text_writer(window_seconds)
+    ``write`` (the queue's :class:`~astral_taskclaim.queues.base.ClaimedInsert`
+    writer); raises the queue's error for any task it would reject (a
+    repeated key's too, as the single call would), before anything is written."""
     tokens = iter(_fresh_tokens(len(pairs)))
     first: dict[str, tuple[str, str]] = {}
     for (key, task), text in zip(pairs, texts, strict=True):

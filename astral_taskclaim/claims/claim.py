@@ -38,7 +38,6 @@ from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.redaction import redacting_filter
 from astral_taskclaim.core.validation import validate_key, validate_window
 from astral_taskclaim.db import statements
-from astral_taskclaim.queues.base import BaseQueue
 
 __all__ = ["claim_task", "enqueue_claimed", "hold_task", "release_task"]
 
@@ -98,7 +97,7 @@ def enqueue_claimed(
 
     A queue whose messages live in the claims' database (the PostgreSQL
     queue, a remote queue with an outbox) writes claim and message in one
-    statement instead (its ``claim_statement``): they commit together, so
+    statement instead (its ``claimed_insert``): they commit together, so
     no failure can leave a claim without its message, and a held key costs
     one read-only round trip.
 
@@ -118,13 +117,11 @@ def enqueue_claimed(
     alias = resolve_alias(using)
     placeholder = message_body(key, PLACEHOLDER_TOKEN, window_seconds, task)
     how = plan(queue, alias, function="enqueue_claimed", placeholders=[placeholder])
-    if how.statement is not None:
-        assert isinstance(queue, BaseQueue)  # only a BaseQueue has a statement
+    if how.insert is not None:
         fresh = str(uuid.uuid4())
-        body = queue.text_writer(window_seconds)(key, fresh, task, task_json)
-        params = {"key": key, "seconds": float(window_seconds), "token": fresh, "body": body}
-        rows = run_in_savepoint(alias, how.statement.one, {**how.statement.params, **params})
-        return fresh if rows else None
+        body = how.insert.writer(window_seconds)(key, fresh, task, task_json)
+        params = how.insert.one_params(key, fresh, body, window_seconds)
+        return fresh if run_in_savepoint(alias, how.insert.one, params) else None
     if how.joins:
         # A transaction (a savepoint inside the caller's), so a failed send
         # takes the claim back with it and leaves the caller's work usable.

@@ -30,7 +30,7 @@ from astral_taskclaim.core.validation import (
 )
 from astral_taskclaim.db import statements
 from astral_taskclaim.db.connections import savepoint_if_in_atomic
-from astral_taskclaim.queues.base import BaseQueue, ClaimStatement
+from astral_taskclaim.queues.base import BaseQueue, ClaimedInsert
 
 __all__ = [
     "Sender",
@@ -129,14 +129,14 @@ def release_params(key: str, token: str) -> dict[str, Any]:
 class _Plan:
     """How one enqueue call delivers its tasks, as :func:`plan` decided.
 
-    ``statement``: the queue's statement writing claims and messages
-    together, or ``None`` (claim, then ``send``). ``joins``: the queue's
-    sends go through the connection of ``alias``, so claims and messages
-    can commit in one transaction.
+    ``insert``: the queue's insert of its messages in the statement that
+    writes their claims, or ``None`` (claim, then ``send``). ``joins``: the
+    queue's sends go through the connection of ``alias``, so claims and
+    messages can commit in one transaction.
     """
 
     alias: str
-    statement: ClaimStatement | None
+    insert: ClaimedInsert | None
     joins: bool
 
 
@@ -152,7 +152,7 @@ def plan(
     bulk and async forms), applied before anything is written.
 
     The queue's configuration is checked (``ImproperlyConfigured``). A
-    queue with a :meth:`~astral_taskclaim.queues.base.BaseQueue.claim_statement`
+    queue with a :meth:`~astral_taskclaim.queues.base.BaseQueue.claimed_insert`
     for ``alias`` uses it; any other has ``placeholders`` (bodies with a
     stand-in token) encoded, so a body it would refuse raises before a
     claim. Inside a transaction on ``alias`` only a queue whose messages
@@ -161,11 +161,11 @@ def plan(
     there is none (async code, which cannot ask a connection).
     """
     check_configured(queue)
-    statement = queue.claim_statement(alias) if isinstance(queue, BaseQueue) else None
-    if statement is None:
+    insert = queue.claimed_insert(alias) if isinstance(queue, BaseQueue) else None
+    if insert is None:
         check_encodes(queue, placeholders)
     database = getattr(queue, "database", alias)
-    joins = statement is not None or (
+    joins = insert is not None or (
         getattr(queue, "transactional", False) is True and database == alias
     )
     if not joins and not outside_transaction and in_transaction(connections[alias]):
@@ -180,7 +180,7 @@ def plan(
             f"{function}(): queue {name!r} sends through database {database!r}, claims go to "
             f"{alias!r}; inside a transaction they could not commit together."
         )
-    return _Plan(alias, statement, joins)
+    return _Plan(alias, insert, joins)
 
 
 def run_in_savepoint(alias: str, path: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from astral_taskclaim.consumer.consume import Consumer
@@ -35,6 +36,7 @@ from astral_taskclaim.consumer.summary import (
 )
 from astral_taskclaim.core.envelope import TASK_FIELD, task_name_of
 from astral_taskclaim.queues import BaseQueue
+from astral_taskclaim.queues.base import ClaimedInsert, encoding_writer
 
 __all__ = ["QueueConsumer", "QueueTasks", "naming_task"]
 
@@ -80,9 +82,19 @@ def _naming_class(cls: type[BaseQueue]) -> type[BaseQueue]:
             body = {**body, TASK_FIELD: self.__dict__["task_name"]}
         return cls.encode(self, body)
 
-    # Overriding encode also turns text_writer to its encode path, so the
-    # bodies of every enqueue form go through it.
-    attributes = {"encode": encode, "__module__": cls.__module__, "__qualname__": cls.__qualname__}
+    def claimed_insert(self: BaseQueue, alias: str) -> ClaimedInsert | None:
+        # The one-statement bodies go through encode too, as every other's.
+        insert = cls.claimed_insert(self, alias)
+        if insert is None:
+            return None
+        return replace(insert, writer=functools.partial(encoding_writer, self))
+
+    attributes = {
+        "encode": encode,
+        "claimed_insert": claimed_insert,
+        "__module__": cls.__module__,
+        "__qualname__": cls.__qualname__,
+    }
     return type(cls.__name__, (cls,), attributes)
 
 

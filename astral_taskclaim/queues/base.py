@@ -25,11 +25,13 @@ from astral_taskclaim.queues.options import Option, Problem, Secret, parse_optio
 
 __all__ = [
     "BaseQueue",
-    "ClaimStatement",
+    "ClaimedInsert",
     "PartlySentError",
     "QueueError",
     "QueueStatus",
     "TextWriter",
+    "encoding_writer",
+    "json_writer",
 ]
 
 logger = logging.getLogger(__name__)
@@ -54,26 +56,48 @@ class PartlySentError(QueueError):
         self.unsent = tuple(unsent)
 
 
+#: Writes the encoded text of one claimed body from ``(key, token, task,
+#: task_json)``, ``task_json`` being ``task`` as :func:`encode_json` wrote it.
+TextWriter = Callable[[str, str, Any, str], str]
+
+
 @dataclass(frozen=True)
-class ClaimStatement:
-    """How a queue writes its messages in the same statement as their
-    claims, so both commit together (see :meth:`BaseQueue.claim_statement`).
+class ClaimedInsert:
+    """How a queue inserts its messages in the statement that claims their
+    keys, so both commit together (see :meth:`BaseQueue.claimed_insert`).
 
     ``one`` is the SQL file for one key (parameters ``key``, ``seconds``,
     ``token``, ``body``), returning the token when it claimed the key;
     ``many`` the file for distinct keys (``keys``, ``tokens``, ``bodies``,
     ``seconds``), returning the keys it claimed. ``params`` are the
     statements' other parameters (which queue the messages go to).
+    ``writer(window_seconds)`` is the :data:`TextWriter` of the bodies:
+    exactly what the queue's ``encode`` makes of ``message_body(...)``, as
+    text (:func:`json_writer` for the stock ``encode``,
+    :func:`encoding_writer` for one of the queue's own).
     """
 
     one: str
     many: str
     params: Mapping[str, Any]
+    writer: Callable[[float], TextWriter]
 
+    def one_params(self, key: str, token: str, body: str, window_seconds: float) -> dict[str, Any]:
+        """The parameters of :attr:`one`."""
+        return {
+            **self.params,
+            "key": key,
+            "seconds": float(window_seconds),
+            "token": token,
+            "body": body,
+        }
 
-#: Writes the encoded text of one claimed body from ``(key, token, task,
-#: task_json)``, ``task_json`` being ``task`` as :func:`encode_json` wrote it.
-TextWriter = Callable[[str, str, Any, str], str]
+    def many_params(
+        self, keys: list[str], tokens: list[str], bodies: list[str], window_seconds: float
+    ) -> dict[str, Any]:
+        """The parameters of :attr:`many`."""
+        seconds = float(window_seconds)
+        return {**self.params, "keys": keys, "tokens": tokens, "bodies": bodies, "seconds": seconds}
 
 
 @dataclass
@@ -211,37 +235,18 @@ class BaseQueue(ABC):
                 f"{self.max_body_bytes}-byte limit"
             )
 
-    def claim_statement(self, alias: str) -> ClaimStatement | None:
-        """The statement that writes this queue's messages together with
-        their claims on database ``alias``, or ``None`` (the default): the
-        claim is written first and :meth:`send` called after it. Asked
-        first by ``enqueue_claimed`` and its bulk and async forms; a queue
-        whose messages live in the claims database (the PostgreSQL queue,
-        a remote queue's outbox) answers, so both commit in one round trip.
+    def claimed_insert(self, alias: str) -> ClaimedInsert | None:
+        """How this queue inserts its messages in the statement that claims
+        their keys on database ``alias``, or ``None`` (the default): the
+        claim is written first and :meth:`send` called after it. Asked by
+        ``enqueue_claimed`` and its bulk and async forms before anything is
+        written; a queue whose messages live in the claims database (the
+        PostgreSQL queue, a remote queue's outbox) answers, so both commit
+        in one round trip. The answer's ``writer`` must write what
+        :meth:`encode` would: a subclass that changes :meth:`encode`
+        changes it here too (:func:`encoding_writer`).
         """
         return None
-
-    def text_writer(self, window_seconds: float) -> TextWriter:
-        """A :data:`TextWriter` for bodies of ``window_seconds``: exactly
-        ``encode(message_body(...))`` as text, raising what :meth:`encode`
-        raises. With the stock :meth:`encode`, the body is put together
-        from the task's JSON already made (much faster for many tasks); a
-        backend that overrides :meth:`encode` has it called."""
-        if type(self).encode is not BaseQueue.encode:
-
-            def encode(key: str, token: str, task: Any, task_json: str) -> str:
-                return self.encode(message_body(key, token, window_seconds, task)).decode("utf-8")
-
-            return encode
-        write = body_writer(window_seconds)
-        check_size = self.check_body_size
-
-        def fast(key: str, token: str, task: Any, task_json: str) -> str:
-            body = write(key, token, task_json)
-            check_size(len(body) if body.isascii() else len(body.encode("utf-8")))
-            return body
-
-        return fast
 
     @abstractmethod
     def send(self, body: Any, *, delay_seconds: float = 0) -> None:
@@ -308,3 +313,29 @@ class BaseQueue(ABC):
 
     def close(self) -> None:  # noqa: B027  (optional hook)
         """Releases connections; the queue may be used again afterwards."""
+
+
+def json_writer(queue: BaseQueue, window_seconds: float) -> TextWriter:
+    """The :data:`TextWriter` of ``queue``'s bodies of ``window_seconds``
+    for the stock :meth:`BaseQueue.encode`: each put together from the
+    task's JSON already made (much faster for many tasks), its size checked
+    as ``encode`` checks it."""
+    write = body_writer(window_seconds)
+    check_size = queue.check_body_size
+
+    def fast(key: str, token: str, task: Any, task_json: str) -> str:
+        body = write(key, token, task_json)
+        check_size(len(body) if body.isascii() else len(body.encode("utf-8")))
+        return body
+
+    return fast
+
+
+def encoding_writer(queue: BaseQueue, window_seconds: float) -> TextWriter:
+    """The :data:`TextWriter` of ``queue``'s bodies of ``window_seconds``
+    through its own :meth:`~BaseQueue.encode`, for a queue that changes it."""
+
+    def encode(key: str, token: str, task: Any, task_json: str) -> str:
+        return queue.encode(message_body(key, token, window_seconds, task)).decode("utf-8")
+
+    return encode

@@ -19,7 +19,7 @@ row, for the admin overview and monitoring.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,14 +27,14 @@ from django.db import connections
 
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.db import statements
-from astral_taskclaim.queues.base import ClaimStatement
+from astral_taskclaim.queues.base import ClaimedInsert, TextWriter
 
 __all__ = [
     "DEPTH_BOUND",
     "Failure",
     "OutboxStatus",
     "Row",
-    "claim_statement",
+    "claimed_insert",
     "database_problem",
     "delete",
     "insert",
@@ -49,11 +49,14 @@ __all__ = [
 DEPTH_BOUND = 10_000
 
 
-def claim_statement(queue: str) -> ClaimStatement:
+def claimed_insert(queue: str, writer: Callable[[float], TextWriter]) -> ClaimedInsert:
     """The statements writing claims and the outbox rows of queue alias
-    ``queue`` together."""
-    return ClaimStatement(
-        one="outbox/enqueue.sql", many="outbox/enqueue_many.sql", params={"queue": queue}
+    ``queue`` together, bodies written by ``writer``."""
+    return ClaimedInsert(
+        one="outbox/enqueue.sql",
+        many="outbox/enqueue_many.sql",
+        params={"queue": queue},
+        writer=writer,
     )
 
 

@@ -7,6 +7,7 @@ are checked as every backend's, against their ``option_spec`` (see
 
 from __future__ import annotations
 
+import functools
 from abc import abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -15,7 +16,13 @@ from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.redaction import redact
 from astral_taskclaim.queues import options as opts
 from astral_taskclaim.queues import outbox
-from astral_taskclaim.queues.base import BaseQueue, ClaimStatement, PartlySentError, QueueError
+from astral_taskclaim.queues.base import (
+    BaseQueue,
+    ClaimedInsert,
+    PartlySentError,
+    QueueError,
+    json_writer,
+)
 from astral_taskclaim.queues.options import Problem, Secret
 
 __all__ = ["EntriesRefusedError", "RemoteQueue", "RequestRefusedError", "chunks"]
@@ -90,12 +97,13 @@ class RemoteQueue(BaseQueue):
             # The relay holds a row back as long as asked, past the service's limit.
             self.max_send_delay_seconds = self.max_delay_seconds
 
-    def claim_statement(self, alias: str) -> ClaimStatement | None:
+    def claimed_insert(self, alias: str) -> ClaimedInsert | None:
         """With an outbox in database ``alias``, the statements writing
-        claims and outbox rows together; else ``None``."""
+        claims and outbox rows together, bodies as the stock ``encode``
+        writes them; else ``None``."""
         if not self.outbox or alias != self.database:
             return None
-        return outbox.claim_statement(self.alias)
+        return outbox.claimed_insert(self.alias, functools.partial(json_writer, self))
 
     def send(self, body: Any, *, delay_seconds: float = 0) -> None:
         """Sends ``body`` after ``delay_seconds``; with an outbox, writes it

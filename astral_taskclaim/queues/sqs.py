@@ -30,6 +30,8 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -38,19 +40,19 @@ from botocore.exceptions import BotoCoreError
 
 from astral_taskclaim.core.redaction import redacting_filter
 from astral_taskclaim.queues import options as opts
-from astral_taskclaim.queues.base import PartlySentError, QueueError, QueueStatus
+from astral_taskclaim.queues.base import (
+    ClaimedInsert,
+    PartlySentError,
+    QueueError,
+    QueueStatus,
+    encoding_writer,
+)
 from astral_taskclaim.queues.messages import MessageBatch, ReceivedMessage
 from astral_taskclaim.queues.options import (
-    Option,
     Problem,
-    flag,
-    http_url,
-    integer,
-    optional,
-    secret,
-    text,
 )
 from astral_taskclaim.queues.remote import RemoteQueue, chunks
+from astral_taskclaim.queues.sqs_options import OPTIONS, SECRETS, option_problems
 from astral_taskclaim.queues.sqs_wire import (
     Receipt,
     call_sqs,
@@ -65,40 +67,15 @@ from astral_taskclaim.queues.sqs_wire import (
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
-__all__ = [
-    "DEFAULT_WAIT_TIME_SECONDS",
-    "MAX_BATCH_BYTES",
-    "MAX_SEND_DELAY_SECONDS",
-    "MAX_WAIT_TIME_SECONDS",
-    "OPTIONS",
-    "SQSQueue",
-]
+__all__ = ["MAX_BATCH_BYTES", "MAX_SEND_DELAY_SECONDS", "SQSQueue"]
 
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
 
 #: Longest ``DelaySeconds`` of a new message.
 MAX_SEND_DELAY_SECONDS = 900
-#: Longest long poll of one ``ReceiveMessage`` call (SQS's maximum).
-MAX_WAIT_TIME_SECONDS = 20
-DEFAULT_WAIT_TIME_SECONDS = 10
 #: SQS's limit on the bodies of one ``SendMessageBatch`` call.
 MAX_BATCH_BYTES = 256 * 1024
-
-OPTIONS = {
-    "queue_url": Option(http_url),
-    "region_name": Option(optional(text), default=None),
-    "endpoint_url": Option(optional(http_url), default=None),
-    "aws_access_key_id": Option(optional(secret), default=None, secret=True),
-    "aws_secret_access_key": Option(optional(secret), default=None, secret=True),
-    "aws_session_token": Option(optional(secret), default=None, secret=True),
-    "wait_time_seconds": Option(
-        integer(0, MAX_WAIT_TIME_SECONDS), default=DEFAULT_WAIT_TIME_SECONDS
-    ),
-    "visibility_timeout": Option(optional(integer(0, 43_200)), default=None),
-    "outbox": Option(flag, default=False),
-}
-_SECRETS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
 
 
 class SQSQueue(RemoteQueue):
@@ -124,20 +101,12 @@ class SQSQueue(RemoteQueue):
 
     def check_options(self, config: dict[str, Any]) -> list[Problem]:
         """E013 for half a key pair or a FIFO queue, and the outbox's E015."""
-        problems = super().check_options(config)
-        if (config["aws_access_key_id"] is None) != (config["aws_secret_access_key"] is None):
-            pair = "needs both aws_access_key_id and aws_secret_access_key, or neither"
-            problems.append(Problem("E013", pair))
-        if isinstance(config["queue_url"], str) and config["queue_url"].endswith(".fifo"):
-            fifo = "is a FIFO queue, which this backend does not support: use a standard "
-            fifo += "queue (the claim already keeps a key from being enqueued twice in its window)"
-            problems.append(Problem("E013", fifo, "queue_url"))
-        return problems
+        return super().check_options(config) + option_problems(config)
 
     def _connect(self) -> tuple[SQSClient, dict[str, Any]]:
         config = self.ensure_configured()
         if self._client is None:
-            keys = {name: config[name].reveal() for name in _SECRETS if config[name] is not None}
+            keys = {name: config[name].reveal() for name in SECRETS if config[name] is not None}
             # The read timeout must outlast the longest long poll.
             timeouts = Config(
                 connect_timeout=10,
@@ -184,6 +153,12 @@ class SQSQueue(RemoteQueue):
                 f"the {self.max_body_bytes}-byte limit"
             )
         return data
+
+    def claimed_insert(self, alias: str) -> ClaimedInsert | None:
+        """The outbox's insert (:meth:`RemoteQueue.claimed_insert`), its
+        bodies written through :meth:`encode`, which escapes them."""
+        insert = super().claimed_insert(alias)
+        return None if insert is None else replace(insert, writer=partial(encoding_writer, self))
 
     def deliver_one(self, body: Any, *, delay_seconds: float = 0) -> None:
         """``SendMessage``; ``delay_seconds`` (rounded up) at most 900. With

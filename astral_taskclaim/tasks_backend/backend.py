@@ -57,7 +57,7 @@ DEFAULT_MAX_RETRIES = 3
 def _in_claims_database(queue: BaseQueue, database: str) -> PostgresQueue | None:
     """``queue`` if it is a stock PostgreSQL queue in ``database``, where
     claim, message and result row can be one statement; else ``None``."""
-    if isinstance(queue, PostgresQueue) and queue.claim_statement(database) is not None:
+    if isinstance(queue, PostgresQueue) and queue.claimed_insert(database) is not None:
         return queue
     return None
 

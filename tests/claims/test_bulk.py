@@ -6,6 +6,8 @@ import json
 import uuid
 from collections.abc import Sequence
 from contextlib import nullcontext
+from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import pytest
@@ -16,7 +18,7 @@ from django.test.utils import CaptureQueriesContext
 from astral_taskclaim.claims.bulk import _fresh_tokens, claim_tasks, enqueue_claimed_many
 from astral_taskclaim.claims.claim import claim_task
 from astral_taskclaim.core.envelope import message_body
-from astral_taskclaim.queues.base import PartlySentError
+from astral_taskclaim.queues.base import ClaimedInsert, PartlySentError, encoding_writer
 from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from tests.claimkit import (
@@ -232,10 +234,16 @@ def test_a_body_too_big_raises_before_anything_is_written(
 
 
 class OwnEncode(PostgresQueue):
-    """Overrides ``encode``: the one-statement path calls it per body."""
+    """Overrides ``encode`` and, as the backends guide says, has its
+    ``claimed_insert`` write bodies through it: the one-statement path
+    calls it per body."""
 
     def encode(self, body: Any) -> bytes:
         return super().encode(body)
+
+    def claimed_insert(self, alias: str) -> ClaimedInsert | None:
+        insert = super().claimed_insert(alias)
+        return None if insert is None else replace(insert, writer=partial(encoding_writer, self))
 
 
 @pytest.mark.parametrize("kind", ["stock", "own-encode", "memory"])

@@ -1,7 +1,8 @@
 """BaseQueue: what every backend inherits. ``encode`` names the queue for
 every body it cannot send; ``configuration_errors`` keeps the serious
 ``check()`` messages, asked for once per instance however many enqueues
-need them."""
+need them; no claimed insert unless the backend gives one, whose writers
+write what ``encode`` does."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import Any
 import pytest
 from django.core import checks
 
-from astral_taskclaim.queues.base import BaseQueue
+from astral_taskclaim.core.envelope import encode_json, message_body
+from astral_taskclaim.queues.base import BaseQueue, encoding_writer, json_writer
 from astral_taskclaim.queues.messages import MessageBatch, ReceivedMessage
 
 
@@ -85,3 +87,20 @@ def test_a_well_configured_queue_is_asked_once_too() -> None:
     assert queue.configuration_errors() == ()
     assert queue.configuration_errors() == ()
     assert queue.checks == 1
+
+
+def test_a_backend_has_no_claimed_insert_unless_it_gives_one() -> None:
+    assert Probe().claimed_insert("default") is None
+
+
+@pytest.mark.parametrize("writer", [json_writer, encoding_writer])
+def test_the_writers_write_what_encode_does_and_refuse_what_it_refuses(writer: Any) -> None:
+    queue = Probe()
+    task = {"name": 'Zoë "q" \\ \n\x01', "n": [1, 2.5, None]}
+    token = "0f8fad5b-d9cb-469f-a165-70867728950e"
+    write = writer(queue, 1.5)
+    expected = queue.encode(message_body("k:ü", token, 1.5, task)).decode("utf-8")
+    assert write("k:ü", token, task, encode_json(task, name="task")) == expected
+    queue.max_body_bytes = len(expected.encode("utf-8")) - 1
+    with pytest.raises(ValueError, match=r"queue 'probe': body is \d+ bytes, over the"):
+        write("k:ü", token, task, encode_json(task, name="task"))

@@ -111,9 +111,9 @@ def test_the_one_statement_serves_only_the_claims_database(
     queue = create_queue(cloudflare_outbox.alias)
     # Claims on another alias are written first, then the outbox row (and
     # inside a transaction that is refused, as for any queue elsewhere).
-    assert queue.claim_statement("sqlite") is None
-    assert queue.claim_statement("default") is not None
-    assert CloudflareQueue("plain", options={}).claim_statement("default") is None
+    assert queue.claimed_insert("sqlite") is None
+    assert queue.claimed_insert("default") is not None
+    assert CloudflareQueue("plain", options={}).claimed_insert("default") is None
 
 
 def test_sqs_with_an_outbox_relays_everything_in_batches_of_ten(moto_sqs: MotoSQS) -> None:

@@ -43,6 +43,7 @@ default 60), ``poll_interval`` (seconds, default 2), ``listen`` (default
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
@@ -55,7 +56,7 @@ from astral_taskclaim.core.envelope import decode_body
 from astral_taskclaim.db import statements
 from astral_taskclaim.db.connections import savepoint_if_in_atomic
 from astral_taskclaim.queues import options as opts
-from astral_taskclaim.queues.base import BaseQueue, ClaimStatement, QueueStatus
+from astral_taskclaim.queues.base import BaseQueue, ClaimedInsert, QueueStatus, json_writer
 from astral_taskclaim.queues.messages import MessageBatch, ReceivedMessage
 from astral_taskclaim.queues.postgres.listener import Listener
 from astral_taskclaim.queues.postgres.options import OPTIONS, database_problems
@@ -108,19 +109,21 @@ class PostgresQueue(BaseQueue):
         self.ensure_configured()
         return statements.Connector(self.database).fetch(path, params, prepare=prepare)
 
-    def claim_statement(self, alias: str) -> ClaimStatement | None:
+    def claimed_insert(self, alias: str) -> ClaimedInsert | None:
         """``taskclaim/enqueue.sql`` (and ``bulk_enqueue.sql``) when this
         queue lives in database ``alias``: claims and messages in one
-        statement. A subclass that overrides ``send`` or ``send_many`` has
-        them called instead, after the claim."""
+        statement, bodies as the stock ``encode`` writes them. A subclass
+        that overrides ``send`` or ``send_many`` has them called instead,
+        after the claim."""
         kind = type(self)
         stock = kind.send is PostgresQueue.send and kind.send_many is PostgresQueue.send_many
         if alias != self.database or not stock:
             return None
-        return ClaimStatement(
+        return ClaimedInsert(
             one="taskclaim/enqueue.sql",
             many="taskclaim/bulk_enqueue.sql",
             params={"queue": self.queue_name},
+            writer=functools.partial(json_writer, self),
         )
 
     def send(self, body: Any, *, delay_seconds: float = 0) -> None:
