@@ -193,13 +193,16 @@ def _jobs(prefix: str) -> list[tuple[Any, ...]]:
 
 
 @pytest.fixture
-def declared_in_db(sched_queue: str) -> Iterator[Schedule]:
-    """An in-database schedule, declared; its jobs removed at the end."""
+def declared_in_db(sched_queue: str, request: pytest.FixtureRequest) -> Iterator[Schedule]:
+    """An in-database schedule (every 5 minutes; ``@pytest.mark.parametrize``
+    ``declared_in_db`` with another timing, indirectly), declared; its jobs
+    removed at the end."""
     cron_database = _cron_database()
     if cron_database in (None, connection.settings_dict["NAME"]):
         pytest.skip("needs pg_cron running in another database of this server")
+    timing = getattr(request, "param", every(300))
     schedule = schedules.add(
-        Schedule("in-db", every(300), claimed(300), "report", task={}, in_database=True)
+        Schedule("in-db", timing, claimed(300), "report:{slot}", task={}, in_database=True)
     )
     try:
         yield schedule
@@ -235,3 +238,21 @@ def test_the_workers_leave_a_schedule_to_its_job(declared_in_db: Schedule) -> No
     assert inside.run_by_pg_cron([declared_in_db], "default") == {"in-db"}
     assert scheduler.tick() == 0
     assert record("in-db") is None  # nothing enqueued by the worker
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("declared_in_db", [every(60)], indirect=True)
+def test_pg_cron_enqueues_the_slot_and_a_worker_runs_it(declared_in_db: Schedule) -> None:
+    ran: list[Any] = []
+    task = declared_in_db.target
+    task.run = ran.append
+    after_migrate(using="default", plan=[])
+    # pg_cron runs the job at the next minute: the message's NOTIFY wakes us.
+    batch = queues["sched"].receive(max_messages=1, wait_seconds=90)
+    assert len(batch.messages) == 1
+    task.consume(batch)
+    slot, outcome, slots = record("in-db") or (None, None, None)
+    assert (outcome, slots, ran) == ("enqueued", 1, [{}])
+    assert slot is not None
+    assert slot.second == 0
+    assert batch.messages[0].body["key"] == f"report:{slot_text(slot)}"
