@@ -47,7 +47,8 @@ E050       error    A schedule cannot work: a bad cron expression or time zone,
                     ``TASKCLAIM_SCHEDULES`` entry (the message names the task).
 E051       error    A schedule declared ``in_database`` that pg_cron cannot run
                     exactly (not UTC, not a plain cron or cron-grid interval,
-                    not a claimed task on the PostgreSQL queue).
+                    not a claimed task on the PostgreSQL queue; with
+                    ``--database``, a ``cron.timezone`` other than UTC).
 W052       warning  A schedule declared ``in_database`` has no pg_cron job for
                     this database: the workers enqueue it instead.
 =========  =======  ==========================================================

@@ -16,7 +16,12 @@ from django.db import DatabaseError, connections
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.not_migrated import missing_tables
 from astral_taskclaim.db.grants import applied_migrations
-from astral_taskclaim.schedules.in_database import in_database_problem, run_by_pg_cron
+from astral_taskclaim.schedules.in_database import (
+    UTC_NAMES,
+    cron_timezone,
+    in_database_problem,
+    run_by_pg_cron,
+)
 from astral_taskclaim.schedules.schedule import Schedule, declared
 from astral_taskclaim.schedules.upkeep import cron_loaded
 
@@ -58,13 +63,13 @@ def check_schedules(**kwargs: Any) -> list[checks.CheckMessage]:
         if (problem := schedule_problem(schedule)) is not None
     ]
     messages.extend(
-        checks.Error(
-            f"schedule {schedule.name} of task {schedule.target_name} is declared in_database, "
-            f"but {problem}.",
-            hint="Change it so pg_cron runs it exactly, or drop in_database (the workers "
-            "enqueue it then).",
-            obj=schedule.name,
-            id=ID.format("E051"),
+        _in_database(
+            checks.Error,
+            "E051",
+            schedule,
+            f"{problem}.",
+            "Change it so pg_cron runs it exactly, or drop in_database (the workers enqueue "
+            "it then).",
         )
         for schedule in found
         if schedule.in_database
@@ -74,12 +79,27 @@ def check_schedules(**kwargs: Any) -> list[checks.CheckMessage]:
     return messages
 
 
+def _in_database(
+    level: type[checks.Error | checks.Warning], id_: str, schedule: Schedule, but: str, hint: str
+) -> checks.CheckMessage:
+    """Check ``id_`` naming ``schedule`` and its task: declared in_database, but ``but``."""
+    return level(
+        f"schedule {schedule.name} of task {schedule.target_name} is declared in_database, "
+        f"but {but}",
+        hint=hint,
+        obj=schedule.name,
+        id=ID.format(id_),
+    )
+
+
 @checks.register(checks.Tags.database)
 def check_in_database(
     databases: Sequence[str] | None = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
     """W052 for each ``in_database`` schedule no pg_cron job enqueues (not
-    loaded, or no job for this database): the workers enqueue it instead."""
+    loaded, or no job for this database): the workers enqueue it instead.
+    E051 for each when pg_cron runs its jobs in a ``cron.timezone`` other
+    than UTC (pg_cron 1.6+), which would move their slots off the UTC ones."""
     try:
         alias = app_settings.DATABASE
         inside = [
@@ -95,20 +115,19 @@ def check_in_database(
         if missing_tables(alias):
             return []  # W030 says to migrate
         loaded = cron_loaded(alias)
+        zone = cron_timezone(alias) if loaded else None
         migrated = "0012_schedule_slot" in applied_migrations(connections[alias])
         run = run_by_pg_cron(inside, alias) if loaded and migrated else set()
     except DatabaseError:
         return []  # W007 reports the server
+    if zone is not None and zone.lower() not in UTC_NAMES:
+        but = f"pg_cron runs its jobs in cron.timezone {zone!r}, not UTC."
+        hint = "Set cron.timezone = 'GMT' (its default) in postgresql.conf, or drop in_database."
+        return [_in_database(checks.Error, "E051", s, but, hint) for s in inside]
     why = "pg_cron is not loaded" if not loaded else "pg_cron has no job for it in this database"
-    return [
-        checks.Warning(
-            f"schedule {schedule.name} of task {schedule.target_name} is declared in_database, "
-            f"but {why}: the workers enqueue its slots instead.",
-            hint="Load pg_cron (shared_preload_libraries) and run `manage.py migrate` as a "
-            "user pg_cron lets schedule jobs, or drop in_database.",
-            obj=schedule.name,
-            id=ID.format("W052"),
-        )
-        for schedule in inside
-        if schedule.name not in run
-    ]
+    hint = (
+        "Load pg_cron (shared_preload_libraries) and run `manage.py migrate` as a user "
+        "pg_cron lets schedule jobs, or drop in_database."
+    )
+    but = f"{why}: the workers enqueue its slots instead."
+    return [_in_database(checks.Warning, "W052", s, but, hint) for s in inside if s.name not in run]

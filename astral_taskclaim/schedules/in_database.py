@@ -42,6 +42,7 @@ from psycopg import sql
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.envelope import encode_json
 from astral_taskclaim.db import cron as pg_cron
+from astral_taskclaim.db import statements
 from astral_taskclaim.queues import queues
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.schedules.schedule import Schedule, declared
@@ -50,7 +51,9 @@ from astral_taskclaim.schedules.timing import Cron, Every, Timing
 __all__ = [
     "JOB_PREFIX",
     "SLOT_MARGIN",
+    "UTC_NAMES",
     "body_halves",
+    "cron_timezone",
     "in_database_problem",
     "job",
     "job_command",
@@ -66,10 +69,13 @@ logger = logging.getLogger(__name__)
 #: Every schedule job's name starts so: ``taskclaim-schedule-<12 hex>``, a
 #: hash of the schedule's name, since pg_cron keeps 63 bytes of a job name.
 JOB_PREFIX = "taskclaim-schedule-"
-#: How long a slot's claim outlives its grace (the ticker's value).
+#: How long a slot's claim outlives its grace, for the workers and pg_cron
+#: alike: a slot is tried only while in grace (or, missed, until the record
+#: shows it), so it never doubles.
 SLOT_MARGIN = 60.0
 
-_UTC = {"UTC", "Etc/UTC", "GMT", "Etc/GMT"}
+#: Zone names that are UTC, as a schedule's zone or pg_cron's ``cron.timezone``.
+UTC_NAMES = frozenset({"utc", "etc/utc", "gmt", "etc/gmt", "uct", "etc/uct", "zulu", "etc/zulu"})
 # A cron field pg_cron and croniter read alike: numbers, *, ranges, lists, steps.
 _FIELD = re.compile(r"[0-9*,/-]+")
 
@@ -89,7 +95,7 @@ def pg_cron_expression(timing: Timing) -> str:
         )
     if not isinstance(timing, Cron) or timing.problem is not None:
         raise ValueError("pg_cron runs cron(...) or every(...) timings only")
-    if timing.zone_name not in _UTC:
+    if timing.zone_name.lower() not in UTC_NAMES:
         raise ValueError(
             f"pg_cron runs cron expressions in UTC, not {timing.zone_name}: give zone='UTC' "
             "(with the hours moved), or leave the schedule to the workers"
@@ -207,6 +213,13 @@ def schedule_jobs(connection: BaseDatabaseWrapper, *, quiet: bool = False) -> li
         skipped.append(text)
     pg_cron.unschedule_others(connection, JOB_PREFIX, [job(s) for s in wanted])
     return skipped
+
+
+def cron_timezone(alias: str) -> str | None:
+    """pg_cron's ``cron.timezone`` on the server of ``alias`` (``None``: a
+    pg_cron without the setting, before 1.6, which runs in GMT)."""
+    value = statements.Connector(alias).fetch("schedule/cron_timezone.sql", {})[0][0]
+    return value or None
 
 
 def unschedule_jobs(connection: BaseDatabaseWrapper) -> None:

@@ -104,3 +104,26 @@ def test_w052_names_a_schedule_no_pg_cron_job_enqueues(declared: list[str]) -> N
         return
     assert skipped == []
     assert _messages("W052") == {}  # the job is there now
+
+
+def test_e051_names_each_schedule_when_pg_cron_runs_in_another_zone(
+    declared: list[str],
+) -> None:
+    if not cron_loaded("default"):
+        pytest.skip("needs pg_cron")
+    declared.append("five-minutes")
+    periodic(every(300), name="five-minutes", task={}, in_database=True)(claimed(60))
+    with connection.cursor() as cursor:
+        # Where pg_cron defines it, a postgresql.conf setting; this session's
+        # value stands in for it.
+        cursor.execute("SET cron.timezone = 'Europe/Berlin'")
+    try:
+        found = _messages("E051")
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET cron.timezone")
+    assert found == {
+        "five-minutes": "schedule five-minutes of task tests.schedules.report is declared "
+        "in_database, but pg_cron runs its jobs in cron.timezone 'Europe/Berlin', not UTC."
+    }
+    assert _messages("W052") != {}  # with the setting reset, only the missing job
