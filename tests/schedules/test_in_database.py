@@ -18,6 +18,7 @@ from astral_taskclaim.db.connections import separate_connection
 from astral_taskclaim.queues import queues
 from astral_taskclaim.schedules import Schedule, Scheduler, cron, every, schedules
 from astral_taskclaim.schedules import in_database as inside
+from astral_taskclaim.schedules.overview import overview
 from astral_taskclaim.schedules.timing import slot_text
 from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
 from tests.schedules.kit import START, Clock, claimed, message_keys, record, sched_queue
@@ -231,11 +232,18 @@ def test_migrate_schedules_the_job_and_removes_it_once_the_schedule_is_gone(
     assert _jobs(inside.JOB_PREFIX) == []
 
 
+def _enqueued_by() -> str:
+    (row,) = [row for row in overview() if row["name"] == "in-db"]
+    return str(row["enqueued_by"])
+
+
 def test_the_workers_leave_a_schedule_to_its_job(declared_in_db: Schedule) -> None:
     scheduler = Scheduler(include=[declared_in_db], clock=Clock())
     assert inside.run_by_pg_cron([declared_in_db], "default") == set()
+    assert _enqueued_by() == "workers"
     inside.schedule_jobs(connection)
     assert inside.run_by_pg_cron([declared_in_db], "default") == {"in-db"}
+    assert _enqueued_by() == "pg_cron"  # as taskclaim_status and its --json say
     assert scheduler.tick() == 0
     assert record("in-db") is None  # nothing enqueued by the worker
 
