@@ -24,20 +24,28 @@ def after_migrate(using: str, plan: list[Any] | None = None, **kwargs: Any) -> N
     role's grants on the applied migrations' objects
     (:mod:`astral_taskclaim.db.grants`) and the results cleanup job with
     the current retention, or its removal once the results table is gone
-    (:mod:`astral_taskclaim.tasks_backend.retention`). Only after
+    (:mod:`astral_taskclaim.tasks_backend.retention`), and the pg_cron jobs
+    of the in-database schedules declared now, those of schedules gone
+    removed (:mod:`astral_taskclaim.schedules.in_database`). Only after
     ``migrate`` on the claims database: ``flush`` (run between transactional
     tests) sends the signal without a plan, and changes nothing these follow."""
     from astral_taskclaim.db.grants import applied_migrations, apply_grants
+    from astral_taskclaim.schedules import in_database
     from astral_taskclaim.tasks_backend import retention
 
     if plan is None or using != app_settings.DATABASE:
         return
     connection = connections[using]
     apply_grants(connection)
-    if "0006_task_results" in applied_migrations(connection):
+    applied = applied_migrations(connection)
+    if "0006_task_results" in applied:
         retention.schedule_job(connection, quiet=True)
     else:
         retention.unschedule_job(connection)
+    if "0012_schedule_slot" in applied:
+        in_database.schedule_jobs(connection, quiet=True)
+    else:
+        in_database.unschedule_jobs(connection)
 
 
 class TaskClaimConfig(AppConfig):

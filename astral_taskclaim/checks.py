@@ -45,9 +45,15 @@ W041       warning  A connection pooler relays ``TASKCLAIM_DATABASE`` and
 E050       error    A schedule cannot work: a bad cron expression or time zone,
                     a claimed task with no ``window_seconds``, or a malformed
                     ``TASKCLAIM_SCHEDULES`` entry (the message names the task).
+E051       error    A schedule declared ``in_database`` that pg_cron cannot run
+                    exactly (not UTC, not a plain cron or cron-grid interval,
+                    not a claimed task on the PostgreSQL queue; with
+                    ``--database``, a ``cron.timezone`` other than UTC).
+W052       warning  A schedule declared ``in_database`` has no pg_cron job for
+                    this database: the workers enqueue it instead.
 =========  =======  ==========================================================
 
-E002 to E005, W030, W032, W036, W040 and W041 ask the server, so they run
+E002 to E005, W030, W032, W036, W040, W041 and W052 ask the server, so they run
 with ``manage.py check --database`` and before ``migrate``, like Django's own database checks.
 """
 
@@ -76,7 +82,7 @@ from astral_taskclaim.schedules import checks as schedule_checks
 from astral_taskclaim.tasks import registry
 from astral_taskclaim.worker import checks as worker_checks
 
-# Registered where they belong: E050 with the schedules, W036 with the workers.
+# Registered where they belong: E050-W052 with the schedules, W036 with the workers.
 __all__ = [
     "check_queues",
     "check_server",

@@ -31,6 +31,9 @@ DEFERRED = {
     ("astral_taskclaim.apps", "astral_taskclaim.tasks_backend.retention"): (
         "app loading: needs the models"
     ),
+    ("astral_taskclaim.apps", "astral_taskclaim.schedules.in_database"): (
+        "app loading: needs the models"
+    ),
     ("astral_taskclaim.tasks_backend", "astral_taskclaim.tasks_backend.backend"): (
         "optional: Django's Tasks framework (Django 6 or django-tasks)"
     ),

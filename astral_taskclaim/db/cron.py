@@ -1,6 +1,8 @@
-"""Scheduling the app's pg_cron jobs for its database, written once for both:
-the claims cleanup (:data:`CLAIMS_JOB`, scheduled by migration 0003) and
-the results cleanup (``tasks_backend.retention``, after every ``migrate``).
+"""Scheduling the app's pg_cron jobs for its database, written once for all:
+the claims cleanup (:data:`CLAIMS_JOB`, scheduled by migration 0003), the
+results cleanup (``tasks_backend.retention``, after every ``migrate``) and
+the in-database schedules' jobs (``schedules.in_database``, after every
+``migrate``, :func:`unschedule_others` removing those of schedules gone).
 
 pg_cron runs jobs from one database, ``cron.database_name``. Where that is
 the app's database, a job is scheduled there with ``cron.schedule`` under
@@ -43,6 +45,7 @@ __all__ = [
     "schedule_job",
     "unschedule",
     "unschedule_job",
+    "unschedule_others",
 ]
 
 logger = logging.getLogger(__name__)
@@ -165,23 +168,41 @@ def has_job(connection: BaseDatabaseWrapper, job: Job) -> bool | None:
 def unschedule_job(connection: BaseDatabaseWrapper, job: Job) -> None:
     """Removes ``job`` of the database of ``connection``, under either name,
     wherever pg_cron keeps it; a refusal is logged, never raised."""
+    _in_cron_database(connection, "taskclaim/jobs/unschedule.sql", {"base": job.base}, job.base)
+
+
+def unschedule_others(connection: BaseDatabaseWrapper, prefix: str, keep: list[Job]) -> None:
+    """Removes this user's jobs whose base starts with ``prefix`` that serve
+    the database of ``connection`` (or a dropped one), but for those of
+    ``keep``: the jobs of schedules no longer declared. A refusal is logged,
+    never raised."""
+    params = {"prefix": prefix, "keep": [job.base for job in keep]}
+    _in_cron_database(connection, "taskclaim/jobs/unschedule_others.sql", params, prefix)
+
+
+def _in_cron_database(
+    connection: BaseDatabaseWrapper, path: str, params: dict[str, Any], what: str
+) -> None:
+    """Runs ``path`` (with ``database`` added to ``params``) wherever pg_cron
+    keeps the jobs of the database of ``connection``."""
     state = _state(connection)
     cron_database, database = state["cron_database"], state["database"]
-    params = {"base": job.base, "database": database}
+    params = {**params, "database": database}
     if cron_database is None:
         return
     if cron_database == database:
         if state["installed"]:
-            _execute(connection, "taskclaim/jobs/unschedule.sql", params)
+            with connection.cursor() as cursor:
+                cursor.execute(sqlfiles.read(path), params)
         return
     try:
         with separate_connection(connection, dbname=cron_database) as conn:
             if conn.execute("SELECT to_regclass('cron.job') IS NOT NULL").fetchone() == (True,):
-                conn.execute(sqlfiles.read("taskclaim/jobs/unschedule.sql"), params)
+                conn.execute(sqlfiles.read(path), params)
     except psycopg.Error as error:
         logger.warning(
             "could not remove job %s from database %s: %s",
-            *(job.base, cron_database, type(error).__name__),
+            *(what, cron_database, type(error).__name__),
             extra={"event": "taskclaim.cron_job_unschedule_failed"},
         )
 

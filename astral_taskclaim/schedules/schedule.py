@@ -16,6 +16,8 @@ or in the ``TASKCLAIM_SCHEDULES`` setting, for tasks of other apps
 slot's UTC instant, to give every slot a task of its own; without it the
 slots share the key, and a slot whose key is claimed (by an event, or by
 the previous slot's run) coalesces with it, as any trigger does.
+``in_database=True`` has pg_cron enqueue the slots instead of the workers
+(:mod:`astral_taskclaim.schedules.in_database`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any, Literal, TypeVar
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
+from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.envelope import encode_json
 from astral_taskclaim.core.validation import validate_key, validate_seconds
 from astral_taskclaim.schedules.timing import Cron, Every, Timing
@@ -38,6 +41,7 @@ __all__ = [
     "Schedule",
     "ScheduleRegistry",
     "cron",
+    "declared",
     "every",
     "from_settings",
     "periodic",
@@ -71,7 +75,8 @@ class Schedule:
     (enqueued with ``task``), a Django Task (enqueued with ``args`` and
     ``kwargs``), or a plain function of no argument run by the worker that
     wins the slot (the app's own upkeep). ``key``: the task key each slot
-    enqueues (default: the schedule's name)."""
+    enqueues (default: the schedule's name). ``in_database``: pg_cron
+    enqueues the slots inside PostgreSQL, not the workers."""
 
     name: str
     timing: Timing
@@ -82,6 +87,7 @@ class Schedule:
     kwargs: dict[str, Any] = field(default_factory=dict)
     missed: Missed = "once"
     grace_seconds: float = DEFAULT_GRACE
+    in_database: bool = False
 
     def __post_init__(self) -> None:
         validate_key(self.name, name="schedule name")
@@ -93,6 +99,8 @@ class Schedule:
         if self.missed not in MISSED:
             raise ValueError(f"schedule {self.name}: missed must be one of {MISSED}")
         validate_seconds(self.grace_seconds, name=f"schedule {self.name}: grace_seconds")
+        if not isinstance(self.in_database, bool):
+            raise TypeError(f"schedule {self.name}: in_database must be True or False")
         kind = self.kind
         if kind == "claimed" and self.task is None:
             raise ValueError(f"schedule {self.name}: a claimed task's slot needs task=...")
@@ -185,10 +193,13 @@ def periodic(
     name: str | None = None,
     missed: Missed = "once",
     grace_seconds: float = DEFAULT_GRACE,
+    in_database: bool = False,
 ) -> Callable[[F], F]:
     """Decorator declaring a :class:`Schedule` for the task below it (a
     ``@claimed_task`` or a Django ``@task``); the task is returned as is.
-    ``name`` defaults to the task's dotted name; ``key`` to the name."""
+    ``name`` defaults to the task's dotted name; ``key`` to the name;
+    ``in_database=True``: pg_cron enqueues the slots (a claimed task on the
+    PostgreSQL queue, a UTC timing pg_cron runs exactly)."""
 
     def declare(target: F) -> F:
         found = name or target_name(target)
@@ -203,6 +214,7 @@ def periodic(
                 kwargs=dict(kwargs or {}),
                 missed=missed,
                 grace_seconds=grace_seconds,
+                in_database=in_database,
             )
         )
         return target
@@ -211,7 +223,10 @@ def periodic(
 
 
 SETTING_KEYS = frozenset(
-    {"task", "cron", "zone", "every", "key", "payload", "args", "kwargs", "missed", "grace_seconds"}
+    {
+        *("task", "cron", "zone", "every", "key", "payload", "args", "kwargs"),
+        *("missed", "grace_seconds", "in_database"),
+    }
 )
 
 
@@ -219,7 +234,8 @@ def from_settings(value: object) -> list[Schedule]:
     """The schedules of ``TASKCLAIM_SCHEDULES``: ``{name: {"task": dotted path,
     "cron": expression, "zone": name | "every": seconds, "key": ...,
     "payload": claimed task's task | "args": [...], "kwargs": {...},
-    "missed": "once" | "skip", "grace_seconds": ...}}``. ``ImproperlyConfigured``
+    "missed": "once" | "skip", "grace_seconds": ..., "in_database": bool}}``.
+    ``ImproperlyConfigured``
     naming the schedule for anything wrong."""
     if not isinstance(value, dict):
         raise ImproperlyConfigured("TASKCLAIM_SCHEDULES must be a dict of name → schedule dicts")
@@ -253,8 +269,18 @@ def from_settings(value: object) -> list[Schedule]:
                     kwargs=dict(entry.get("kwargs", {})),
                     missed=entry.get("missed", "once"),
                     grace_seconds=entry.get("grace_seconds", DEFAULT_GRACE),
+                    in_database=entry.get("in_database", False),
                 )
             )
         except (ImportError, TypeError, ValueError) as error:
             raise ImproperlyConfigured(f"{where}: {error}") from error
     return found
+
+
+def declared() -> list[Schedule]:
+    """The project's schedules by name: :func:`periodic` ones and
+    ``TASKCLAIM_SCHEDULES`` (a setting's entry replaces a decorator's of its
+    name). ``ImproperlyConfigured`` for a malformed setting."""
+    found = {s.name: s for s in schedules}
+    found.update((s.name, s) for s in from_settings(app_settings.SCHEDULES))
+    return sorted(found.values(), key=lambda s: s.name)

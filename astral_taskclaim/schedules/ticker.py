@@ -15,6 +15,10 @@ database restart or a few killed workers lose none. Older slots were missed
 while every worker was down: ``missed="once"`` enqueues the newest of them
 once, ``"skip"`` leaves them. A brand-new schedule starts at its latest slot
 if that is still in time, and never backfills.
+
+A schedule declared ``in_database`` whose pg_cron job is there is left to
+pg_cron (:mod:`astral_taskclaim.schedules.in_database`); the workers tick
+it where the job is missing, through the same slot claim.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, message_body
 from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.db import statements
 from astral_taskclaim.queues import queues
-from astral_taskclaim.schedules.schedule import Schedule, from_settings, schedules
+from astral_taskclaim.schedules.in_database import SLOT_MARGIN, run_by_pg_cron
+from astral_taskclaim.schedules.schedule import Schedule, declared
 from astral_taskclaim.schedules.timing import slot_text
 from astral_taskclaim.schedules.upkeep import builtin_schedules, cron_loaded
 
@@ -44,9 +49,6 @@ logger = logging.getLogger(__name__)
 
 #: Most slots of one schedule enqueued in one turn when catching up.
 MAX_CATCH_UP = 1000
-#: How long a slot's claim outlives its grace: a slot is tried only while
-#: in grace (or, missed, until the record shows it), so it never doubles.
-SLOT_MARGIN = 60.0
 #: Wait before trying a schedule again after an error (database down).
 RETRY_SECONDS = 5.0
 
@@ -61,8 +63,7 @@ def slot_key(schedule: Schedule, slot: datetime) -> str:
 def declared_schedules(*, alias: str | None = None) -> list[Schedule]:
     """Every schedule a worker runs: :func:`periodic` ones, ``TASKCLAIM_SCHEDULES``,
     and the upkeep where pg_cron is not loaded (asks the server)."""
-    found = {s.name: s for s in schedules}
-    found.update((s.name, s) for s in from_settings(app_settings.SCHEDULES))
+    found = {s.name: s for s in declared()}
     if app_settings.UPKEEP and not cron_loaded(resolve_alias(alias)):
         found.update((s.name, s) for s in builtin_schedules())
     return sorted(found.values(), key=lambda s: s.name)
@@ -127,11 +128,14 @@ class Scheduler:
             found = (
                 self._include if self._include is not None else declared_schedules(alias=self.using)
             )
+            left = run_by_pg_cron(found, resolve_alias(self.using))
         except Exception as error:
             self._load_at = now + timedelta(seconds=RETRY_SECONDS)
             _log_failure("loading the schedules", error)
             return []
-        self._states = [_State(s, due=now) for s in found if s.timing.problem is None]
+        self._states = [
+            _State(s, due=now) for s in found if s.timing.problem is None and s.name not in left
+        ]
         return self._states
 
     def _advance(self, state: _State, now: datetime) -> int:

@@ -72,3 +72,27 @@ def test_the_job_is_scheduled_and_removed_in_the_same_database(
         assert len(_jobs(in_cron_database)) == 1
         cron.unschedule(editor)
         assert _jobs(in_cron_database) == []
+
+
+def test_jobs_of_a_prefix_not_kept_are_removed_in_the_same_database(
+    in_cron_database: BaseDatabaseWrapper,
+) -> None:
+    keep, gone = (
+        cron.Job("taskclaim-test-keep", "0 * * * *"),
+        cron.Job("taskclaim-test-gone", "0 * * * *"),
+    )
+    other = cron.Job("taskclaim-other", "0 * * * *")
+    for job in (keep, gone, other):
+        assert cron.schedule_job(in_cron_database, job, "SELECT 1") is None
+
+    def names() -> set[str]:
+        with in_cron_database.cursor() as cursor:
+            cursor.execute("SELECT jobname FROM cron.job WHERE jobname LIKE 'taskclaim-%%'")
+            return {row[0] for row in cursor.fetchall()} - {cron.JOB_NAME}
+
+    assert names() >= {keep.base, gone.base, other.base}
+    cron.unschedule_others(in_cron_database, "taskclaim-test-", [keep])
+    found = names()
+    assert keep.base in found
+    assert other.base in found
+    assert gone.base not in found

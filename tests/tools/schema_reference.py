@@ -38,6 +38,9 @@ OWNERS = {
     "taskclaim.outbox_id_seq": "outbox",
     "taskclaim.run": "runs",
     "taskclaim.schedule": "schedule",
+    "taskclaim.enqueue_schedule_slot(schedule text, slot_seconds double precision, queue text, "
+    "task_key text, window_seconds double precision, body_head text, body_tail text, "
+    "slot timestamp with time zone DEFAULT NULL::timestamp with time zone)": "schedule",
 }
 FAMILIES = ("slug", "taskclaim", "queue", "tasks", "outbox", "runs", "schedule")
 SCHEMAS = ["slug", "taskclaim"]

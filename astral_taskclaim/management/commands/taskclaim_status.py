@@ -68,6 +68,7 @@ class Command(AppCommand):
                 f"{row['expression'] or ''} {row['zone'] or ''}; last slot "
                 f"{row['last_slot'] or 'never'} ({row['outcome'] or '-'}), next "
                 f"{row['next_slot'] or '-'}"
+                + (", enqueued by pg_cron" if row["enqueued_by"] == "pg_cron" else "")
             )
         for problem in problems:
             self.stderr.write(problem)
