@@ -27,8 +27,8 @@ current loop's connections, e.g. at ASGI lifespan shutdown.
 
 Why not psycopg's own ``psycopg_pool.AsyncConnectionPool``: it is as fast
 (benchmark row 13.4, ``aenqueue_claimed`` of fresh keys from 10 coroutines,
-interleaved with this pool: 0.98x and 0.99x this pool's rate, medians of 5
-and of 7 runs), but it fails differently. It opens connections in
+interleaved with this pool: 0.93x to 0.99x this pool's rate, medians of
+three runs of 5 to 7 rounds), but it fails differently. It opens connections in
 background tasks that retry a failed connect with backoff, while the caller
 waits: a server that refuses connections, a wrong password or a missing
 ``assume_role`` surfaces after the pool's timeout (30 s by default) as
