@@ -73,6 +73,7 @@ def test_public_paths(ctx: common.Context) -> None:
         public_paths.PUBLIC,
         public_paths.DEFAULT,
     }
+    assert set(rows[3].figures) == {public_paths.OURS_POOL, public_paths.PSYCOPG_POOL}
     assert connection.settings_dict["OPTIONS"] == options  # put back as it was
 
 
