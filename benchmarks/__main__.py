@@ -32,6 +32,7 @@ ROWS: list[tuple[str, str, str, str]] = [
     ("10", "django_tasks_row", "Django Tasks backends", "≥ 5x django-tasks-db"),
     ("11", "history_row", "run history cost", "≥ 0.85x history off"),
     ("12", "io_bound", "I/O-bound tasks side by side, one process", "≥ 0.95x of 500/s"),
+    ("13", "public_paths", "Django's public paths vs the package's own", "recorded"),
 ]
 
 

@@ -100,10 +100,15 @@ def _run_variant(
         ratio >= TARGET,
         figures,
         value=ratio,
-        details={
-            "claims_per_run": per_chunk * chunks,
-            "chunk": per_chunk,
-            "keys_held": hot,
-            "synchronous_commit": "off" if async_commit else "on",
-        },
+        details=workload(per_chunk * chunks, per_chunk, hot, async_commit),
     )
+
+
+def workload(claims: int, chunk: int, hot: bool, async_commit: bool) -> dict[str, object]:
+    """The ``details`` of a row run on one of :data:`VARIANTS`' workloads."""
+    return {
+        "claims_per_run": claims,
+        "chunk": chunk,
+        "keys_held": hot,
+        "synchronous_commit": "off" if async_commit else "on",
+    }

@@ -20,6 +20,7 @@ from django.db.migrations.state import ProjectState
 
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.db import cron, roles
+from astral_taskclaim.db.connections import server_version
 
 __all__ = [
     "ClaimsDatabaseOperation",
@@ -114,7 +115,7 @@ class RunMigrationSQL(ClaimsDatabaseOperation):
 
     def forwards(self, schema_editor: BaseDatabaseSchemaEditor) -> None:
         path = self.forward
-        if self.legacy_forward and schema_editor.connection.pg_version < self.legacy_below:  # type: ignore[attr-defined]
+        if self.legacy_forward and server_version(schema_editor.connection) < self.legacy_below:
             path = self.legacy_forward
         with roles.acting_as_admin(schema_editor):
             schema_editor.execute(migration_sql(path), params=None)

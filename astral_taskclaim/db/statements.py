@@ -24,6 +24,23 @@ opens and checks the connection as ``cursor()`` does. While Django logs
 queries (``DEBUG``, ``CaptureQueriesContext``) they run unprepared, so the
 log has their text.
 
+Why not Django's cursor alone, measured (benchmark row 13, ``python -m
+benchmarks --only 13``: the claim statement through ``statements.run``
+against ``connection.cursor()`` and ``execute()`` on the same connection,
+interleaved; medians of three runs of 5 to 7 rounds): with Django's own
+``OPTIONS`` ``server_side_binding: True`` and ``prepare_threshold: 5``, the
+public path ran at 0.75x to 0.84x the connector's rate on keys already held
+and 0.70x to 0.85x on fresh keys with ``synchronous_commit`` off (0.91x to
+0.95x on fresh keys, where the WAL flush hides the client's share); with
+Django's defaults, which a reusable app cannot choose for the project
+(client-side binding, nothing prepared), 0.17x to 0.72x. Where the time
+goes: a Django cursor is a new psycopg cursor per call, whose adapters and
+result loaders start cold, and ``prepare_threshold`` is the connection's,
+so the public path prepares the application's queries too. So the fast path stays here,
+in this one module, and tests/db/test_statements.py holds it to what
+Django's cursor does: ``execute_wrapper()`` hooks, the query log, health
+checks, broken transactions and Django's exception classes.
+
 Django turns psycopg's prepared statements off by default (its
 ``prepare_threshold`` is ``None``) for the sake of transaction-mode
 connection poolers. The connector turns them on for its own statements only,

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from django.db import (
+    InternalError,
     OperationalError,
     ProgrammingError,
     close_old_connections,
@@ -167,3 +168,74 @@ def test_the_connector_runs_a_shipped_file_and_counts_the_rows_it_changed() -> N
     assert connector.execute("taskclaim/delete_expired_batch.sql", {"batch_size": 10}) == 1
     assert set(claims()) == {"new"}
     assert repr(connector) == "<Connector 'default'>"
+
+
+@pytest.mark.usefixtures("fresh_connection")
+@pytest.mark.parametrize("health_checks", [True, False], ids=["health_checks", "no_checks"])
+def test_a_failed_health_check_reconnects_before_the_statement(
+    health_checks: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A persistent connection, as CONN_HEALTH_CHECKS is for: read when it opens.
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", None)
+    monkeypatch.setitem(connection.settings_dict, "CONN_HEALTH_CHECKS", health_checks)
+    connection.close()  # the next one opens with these settings
+    assert claim_task("a", window_seconds=60) is not None
+    before = django_pid()
+    terminate(before)
+    close_old_connections()  # a request starts: the next use is health-checked
+    if not health_checks:  # as Django's cursor: the dead connection is used
+        with pytest.raises(OperationalError):
+            claim_task("b", window_seconds=60)
+        close_old_connections()  # the error closes it at the end of that request
+    assert claim_task("b", window_seconds=60) is not None
+    assert django_pid() != before
+    assert set(claims()) == {"a", "b"}
+
+
+def fails_like_a_claim(run: Callable[[], object]) -> type[BaseException]:
+    """Inside ``atomic()``, ``run`` fails in a block without a savepoint
+    (the caught error leaves the transaction to be rolled back); the class of
+    what the next claim then raises."""
+    with restricted_role("SELECT") as role, transaction.atomic():
+        set_role(role)
+        with (
+            pytest.raises(ProgrammingError, match="permission denied"),
+            transaction.atomic(savepoint=False),
+        ):
+            run()
+        assert connection.needs_rollback
+        try:
+            claim_task("next", window_seconds=60)
+        except Exception as error:  # whatever it is, compared by the caller
+            return type(error)
+    raise AssertionError("the claim after the failure ran")
+
+
+def test_an_error_inside_atomic_breaks_the_transaction_as_djangos_cursor_does() -> None:
+    def through_djangos_cursor() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO taskclaim.claim (key, token, expires_at) "
+                "VALUES (%s, gen_random_uuid(), now())",
+                ["k"],
+            )
+
+    assert fails_like_a_claim(through_djangos_cursor) is TransactionManagementError
+    assert fails_like_a_claim(lambda: claim_task("k", window_seconds=60)) is (
+        TransactionManagementError
+    )
+    assert claims() == {}
+
+
+def test_an_error_caught_inside_atomic_leaves_the_transaction_aborted_as_djangos_does() -> None:
+    with restricted_role("SELECT") as role, transaction.atomic():
+        set_role(role)
+        with pytest.raises(ProgrammingError):
+            claim_task("k", window_seconds=60)
+        # PostgreSQL refuses the rest of the transaction; Django's error for it.
+        with pytest.raises(InternalError, match="current transaction is aborted"):
+            claim_task("other", window_seconds=60)
+        with pytest.raises(InternalError, match="current transaction is aborted"):
+            django_pid()
+        transaction.set_rollback(True)
+    assert claims() == {}

@@ -181,9 +181,11 @@ def main() -> None:
     from django.db import connection
 
     django.setup()
+    from astral_taskclaim.db.connections import server_version
+
     old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
     try:
-        if connection.pg_version < 170000:  # type: ignore[attr-defined]
+        if server_version(connection) < 170000:
             raise SystemExit("needs PostgreSQL 17 or newer (slug.slug differs on 14-16)")
         with connection.cursor() as cursor:
             PATH.write_text(listing(cursor), encoding="utf-8")
