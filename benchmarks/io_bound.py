@@ -154,6 +154,7 @@ def run(ctx: Context, *, tasks: int = 1000, cases: tuple[Case, ...] = CASES) -> 
             sides = [(s, label) for s, label in case.sides if s.split(":")[0] in present]
             rate = {label: Figure("tasks/s") for _, label in sides}
             rss = {label: Figure("MiB") for _, label in sides}
+            cpu = {label: Figure("CPU ms/task") for _, label in sides}
             for index in range(ctx.runs):
                 shift = index % len(sides)
                 for side, label in sides[shift:] + sides[:shift]:
@@ -163,8 +164,13 @@ def run(ctx: Context, *, tasks: int = 1000, cases: tuple[Case, ...] = CASES) -> 
                     result = _call(system, urls[system], args, redis_url)
                     rate[label].add(n / float(result["seconds"]))  # type: ignore[arg-type]
                     rss[label].add(int(result["peak_rss"]) / 2**20)  # type: ignore[call-overload]
+                    if result.get("cpu_ms_per_task") is not None:
+                        cpu[label].add(float(result["cpu_ms_per_task"]))  # type: ignore[arg-type]
             absent = [why for system, why in notes.items() if why]
             rows.append(_row(case, sides, rate, rss, n, absent))
+            rows[-1].details["cpu_ms_per_task"] = {
+                label: figure.median for label, figure in cpu.items() if figure.samples
+            }
     return rows
 
 

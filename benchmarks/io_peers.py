@@ -7,8 +7,9 @@ database; ``python -m benchmarks.io_peers SYSTEM --case CASE --tasks N
 one worker process at concurrency C, waits until every task has left its
 stamp (:mod:`benchmarks.benchapp.work`), stops the worker and prints one
 JSON line: the seconds from the first task's start to the last one's end,
-and the worker's peak RSS (``VmHWM`` in ``/proc/<pid>/status``, read at
-every poll, so a worker that exits on its own is still measured).
+the worker's peak RSS (``VmHWM`` in ``/proc/<pid>/status``, read at
+every poll, so a worker that exits on its own is still measured) and its
+CPU time per task from the first poll that saw a task done to the last.
 
 Cases: ``io`` (20 ms sync tasks), ``aio`` (20 ms ``async def`` tasks;
 Celery has no ``async def`` tasks, so its threads run the sync ones) and
@@ -21,6 +22,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -153,6 +155,16 @@ def _peak_rss(pid: int) -> int:
     return 0
 
 
+def _cpu_seconds(pid: int) -> float | None:
+    """User plus system CPU time of process ``pid`` so far."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()  # after the command name
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def drive(system: str, case: str, url: str, *, tasks: int, concurrency: int) -> dict[str, Any]:
     """One timed run (see the module doc); Django is configured already."""
     fill(system, case, url, tasks)
@@ -162,11 +174,19 @@ def drive(system: str, case: str, url: str, *, tasks: int, concurrency: int) -> 
     command = worker_command(system, case, concurrency)
     proc = subprocess.Popen(command, env=env, cwd=common.ROOT, stdout=subprocess.DEVNULL)
     peak = 0
+    # CPU time at the first poll that saw a task done, and at the last.
+    first_cpu: float | None = None
+    last_cpu: float | None = None
     deadline = time.monotonic() + 600
     try:
         while True:
             peak = max(peak, _peak_rss(proc.pid))
-            if len(_stamps(stamps)) >= tasks:
+            done = len(_stamps(stamps))
+            now = _cpu_seconds(proc.pid) if done else None
+            if now is not None:
+                first_cpu = now if first_cpu is None else first_cpu
+                last_cpu = now
+            if done >= tasks:
                 break
             if proc.poll() is not None:
                 raise RuntimeError(f"{command[2:5]} exited with {proc.returncode} before the end")
@@ -176,6 +196,7 @@ def drive(system: str, case: str, url: str, *, tasks: int, concurrency: int) -> 
     finally:
         _stop(proc, own_exit=system == OURS)
     lines = _stamps(stamps)
+    shutil.rmtree(stamps, ignore_errors=True)
     keys = {line[0] for line in lines}
     if len(keys) != tasks:
         raise RuntimeError(f"{system} ran {len(keys)} distinct tasks of {tasks}")
@@ -185,6 +206,10 @@ def drive(system: str, case: str, url: str, *, tasks: int, concurrency: int) -> 
         "seconds": end - start,
         "runs": len(lines),
         "peak_rss": peak,
+        # The worker's CPU per task while the tasks ran (start-up left out).
+        "cpu_ms_per_task": None
+        if first_cpu is None or last_cpu is None
+        else (last_cpu - first_cpu) * 1000 / tasks,
     }
 
 
