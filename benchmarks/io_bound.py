@@ -1,132 +1,227 @@
-"""Row 12, I/O-bound tasks in one worker process: ``consume_claimed
---concurrency N`` on tasks that wait 20 ms (an HTTP call's stand-in).
+"""Row 12, tasks side by side in one worker process, against the peers at
+their maintainers' settings, in the same run
+(:mod:`benchmarks.io_peers` drives each run in a process of its own):
 
-- 12.1: 1,000 sync tasks, ``--concurrency 10``: the limit is
-  10 / 0.020 s = 500/s; target ≥ 0.95x of it.
-- 12.2: 1,000 ``async def`` tasks, ``--concurrency 100`` (limit 5,000/s).
-- 12.3: ten task types on one queue (six waits, two database round trips,
-  two bits of CPU), one command, ``--concurrency 10``.
+- 12.1: 1,000 tasks that wait 20 ms (an HTTP call's stand-in), one worker
+  process at concurrency 10: ``consume_claimed --concurrency 10`` against
+  Celery (threads pool, ``-c 10``, Redis broker), procrastinate
+  (``--concurrency 10``, sync and ``async def`` tasks) and django-tasks-db
+  (``db_worker``, which runs one task at a time). The limit is
+  10 / 0.020 s = 500/s. Targets: ≥ 0.95x the limit, ≥ 1.0x the best peer,
+  peak RSS ≤ 1.2x the best peer's.
+- 12.2: the same with ``async def`` tasks at concurrency 100, against
+  procrastinate's ``async def`` at 100 and Celery's threads pool at 100
+  (Celery has no ``async def`` tasks; its threads run the sync ones).
+  Target: ≥ 1.5x the best peer.
+- 12.3: ten task types on one queue (six waits, two ORM writes, two bits of
+  CPU), one command each side, concurrency 10. Target: ≥ 1.2x the best peer.
 
-The queue is filled beforehand by one ``INSERT ... SELECT`` of valid
-envelopes (row 12.3's naming their task); the worker drains it with
-``--burst``. The time runs from the first receive (the first message seen
-leased) to the queue seen empty, polled every 20 ms, so the process's
-start-up is not counted; the peak RSS is sampled at the same polls.
+Each run's time is its tasks' own (first start to last end, from the
+stamps they leave), so worker start-up is not counted; the variants of a
+case run interleaved, the order rotating from run to run. The Redis server
+Celery needs is started here (:mod:`benchmarks.redis_server`); without
+``redis-server`` or a peer's package the row runs without that peer, and
+says so.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import subprocess
 import sys
-import time
+from contextlib import ExitStack
+from dataclasses import dataclass
 
-from . import common
+from . import common, io_peers, redis_server
 from .common import Context, Figure
-from .memory import resident_bytes
 from .report import Row
 
-LIMIT = 0.95
-#: Poll period of the "how many are left?" check (and of the RSS samples).
-POLL = 0.02
-COUNTS = """SELECT count(*), count(*) FILTER (WHERE lease IS NULL)
-            FROM taskclaim.message WHERE queue = %s"""
+OURS = io_peers.OURS
+#: The Python package each system needs (absent: the system is left out).
+PACKAGES = {"celery": "celery", "procrastinate": "procrastinate"}
+PACKAGES["django-tasks-db"] = "django_tasks_db"
 
-FILL = """
-INSERT INTO taskclaim.message (queue, body)
-SELECT %(queue)s, json_build_object(
-  'key', 'io:' || i, 'claim', gen_random_uuid(), 'windowSeconds', 300,
-  'task', json_build_object('k', 'io:' || i),
-  'taskName', 'benchmarks.benchapp.tasks.mixed_' || (i %% 10))::text
-FROM generate_series(1, %(n)s) AS i
-"""
 
-#: (row, queue, concurrency, what, the limit of tasks/s when each waits 20 ms)
+@dataclass(frozen=True)
+class Case:
+    number: str
+    case: str
+    concurrency: int
+    title: str
+    #: Tasks per second when every task waits 20 ms, if that is the bound.
+    limit: float | None
+    #: Target over the best peer.
+    target: float
+    #: (system, label) of every side, ours first.
+    sides: tuple[tuple[str, str], ...]
+
+
 CASES = (
-    ("12.1", "io", 10, "20 ms sync tasks, concurrency 10", 500.0),
-    ("12.2", "aio", 100, "20 ms async def tasks, concurrency 100", 5000.0),
-    ("12.3", "mixed", 10, "10 task types on one queue, one command, concurrency 10", None),
+    Case(
+        "12.1",
+        "io",
+        10,
+        "20 ms sync tasks, one process, concurrency 10",
+        500.0,
+        1.0,
+        (
+            (OURS, "consume_claimed --concurrency 10"),
+            ("celery", "Celery threads -c 10 (Redis)"),
+            ("procrastinate", "procrastinate --concurrency 10, sync"),
+            ("procrastinate:aio", "procrastinate --concurrency 10, async def"),
+            ("django-tasks-db", "django-tasks-db db_worker (one at a time)"),
+        ),
+    ),
+    Case(
+        "12.2",
+        "aio",
+        100,
+        "20 ms async def tasks, one process, concurrency 100",
+        5000.0,
+        1.5,
+        (
+            (OURS, "consume_claimed --concurrency 100, async def"),
+            ("procrastinate", "procrastinate --concurrency 100, async def"),
+            ("celery", "Celery threads -c 100, sync (Redis)"),
+        ),
+    ),
+    Case(
+        "12.3",
+        "mixed",
+        10,
+        "10 task types on one queue, one command, concurrency 10",
+        None,
+        1.2,
+        (
+            (OURS, "consume_claimed --concurrency 10"),
+            ("celery", "Celery threads -c 10 (Redis)"),
+            ("procrastinate", "procrastinate --concurrency 10"),
+            ("django-tasks-db", "django-tasks-db db_worker (one at a time)"),
+        ),
+    ),
 )
+RSS_TARGET = 1.2
 
 
-def drain(ctx: Context, queue: str, concurrency: int, n: int) -> tuple[float, int]:
-    """Seconds and peak RSS (bytes) of one worker draining ``n`` messages."""
-    import psutil
-
-    with ctx.connect() as raw:
-        raw.execute("DELETE FROM taskclaim.message WHERE queue = %s", (queue,))
-        raw.execute(FILL, {"queue": queue, "n": n})
-        raw.execute("VACUUM ANALYZE taskclaim.message")
-    env = dict(
-        os.environ,
-        TASKCLAIM_BENCH_DATABASE_URL=ctx.database_url,
-        DJANGO_SETTINGS_MODULE="benchmarks.settings",
+def _call(system: str, url: str, args: list[str], redis_url: str) -> dict[str, object]:
+    env = dict(os.environ, TASKCLAIM_BENCH_DATABASE_URL=url)
+    if redis_url:
+        env[io_peers.REDIS_URL] = redis_url
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.io_peers", system, *args],
+        env=env,
+        cwd=common.ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
-    command = [sys.executable, "-m", "django", "consume_claimed", queue, "--burst"]
-    command += ["--wait", "0", "--verbosity", "0", "--concurrency", str(concurrency)]
-    peak = 0
-    start: float | None = None
-    end = 0.0
-    proc = subprocess.Popen(command, env=env, cwd=common.ROOT, stdout=subprocess.DEVNULL)
-    worker = psutil.Process(proc.pid)
-    try:
-        with ctx.connect() as watch:
-            while proc.poll() is None:
-                row = watch.execute(COUNTS, (queue,)).fetchone()
-                now = time.perf_counter()
-                total, unleased = (int(row[0]), int(row[1])) if row else (0, 0)
-                if start is None and unleased < n:
-                    start = now  # the first receive
-                if total:
-                    end = now
-                rss = resident_bytes(worker)
-                if rss is not None:
-                    peak = max(peak, rss)
-                time.sleep(POLL)
-        proc.wait(timeout=600)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    if start is None:
-        raise RuntimeError(f"consume_claimed {queue} received nothing")
-    seconds = end + POLL - start
-    if proc.returncode != 0:
-        raise RuntimeError(f"consume_claimed {queue} exited with {proc.returncode}")
-    with ctx.connect() as raw:
-        left = raw.execute(
-            "SELECT count(*) FROM taskclaim.message WHERE queue = %s", (queue,)
-        ).fetchone()
-    if left and left[0]:
-        raise RuntimeError(f"consume_claimed {queue} left {left[0]} messages")
-    return seconds, peak
+    if done.returncode != 0:
+        raise RuntimeError(f"io_peers {system} {' '.join(args)} failed:\n{done.stderr[-2000:]}")
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    return json.loads(lines[-1]) if lines else {}
 
 
-def run(ctx: Context, *, tasks: int = 1000) -> list[Row]:
+def _missing(system: str) -> str:
+    """Why ``system`` cannot run here, or ``""``."""
+    package = PACKAGES.get(system)
+    if package and importlib.util.find_spec(package) is None:
+        return f"{system} not installed (the bench extra)"
+    if system == "celery" and not redis_server.available():
+        return "celery left out: redis-server not installed (Debian: redis-server)"
+    return ""
+
+
+def run(ctx: Context, *, tasks: int = 1000, cases: tuple[Case, ...] = CASES) -> list[Row]:
     from django.db import connections
 
-    connections.close_all()
-    n = ctx.size(tasks, minimum=100)
-    rows = []
-    for number, queue, concurrency, title, limit in CASES:
-        rate, rss = Figure("tasks/s"), Figure("MiB")
-        for _ in range(ctx.runs):
-            seconds, peak = drain(ctx, queue, concurrency, n)
-            rate.add(n / seconds)
-            rss.add(peak / 2**20)
-        share = None if limit is None else rate.median / limit
-        measured = f"{rate.median:,.0f}/s, peak RSS {rss.median:.0f} MiB"
-        if share is not None:
-            measured += f" ({share:.2f}x the {limit:,.0f}/s limit)"
-        rows.append(
-            Row(
-                number,
-                title,
-                measured,
-                "≥ 0.95x limit" if number == "12.1" else "recorded",
-                share is None or number != "12.1" or share >= LIMIT,
-                {"consume_claimed": rate, "peak RSS": rss},
-                value=rate.median,
-                details={"tasks": n, "concurrency": concurrency, "rss_mib": rss.median},
-            )
-        )
+    connections.close_all()  # the workers share our database
+    n = ctx.size(tasks, minimum=20)
+    wanted = {side.split(":")[0] for case in cases for side, _ in case.sides}
+    notes = {system: _missing(system) for system in sorted(wanted)}
+    present = {system for system, why in notes.items() if not why}
+    urls = {OURS: ctx.database_url}
+    with ExitStack() as stack:
+        redis_url = stack.enter_context(redis_server.running()) if "celery" in present else ""
+        for system in sorted(present - {OURS}):
+            name = io_peers.DATABASES[system]
+            urls[system] = common.recreate_database(ctx.server_url, name)
+            _call(system, urls[system], ["--setup"], redis_url)
+        _call(OURS, urls[OURS], ["--setup"], redis_url)
+        rows = []
+        for case in cases:
+            sides = [(s, label) for s, label in case.sides if s.split(":")[0] in present]
+            rate = {label: Figure("tasks/s") for _, label in sides}
+            rss = {label: Figure("MiB") for _, label in sides}
+            cpu = {label: Figure("CPU ms/task") for _, label in sides}
+            for index in range(ctx.runs):
+                shift = index % len(sides)
+                for side, label in sides[shift:] + sides[:shift]:
+                    system, _, flavour = side.partition(":")
+                    args = ["--case", flavour or case.case, "--tasks", str(n)]
+                    args += ["--concurrency", str(case.concurrency)]
+                    result = _call(system, urls[system], args, redis_url)
+                    rate[label].add(n / float(result["seconds"]))  # type: ignore[arg-type]
+                    rss[label].add(int(result["peak_rss"]) / 2**20)  # type: ignore[call-overload]
+                    if result.get("cpu_ms_per_task") is not None:
+                        cpu[label].add(float(result["cpu_ms_per_task"]))  # type: ignore[arg-type]
+            absent = [why for system, why in notes.items() if why]
+            rows.append(_row(case, sides, rate, rss, n, absent))
+            rows[-1].details["cpu_ms_per_task"] = {
+                label: figure.median for label, figure in cpu.items() if figure.samples
+            }
     return rows
+
+
+def _row(
+    case: Case,
+    sides: list[tuple[str, str]],
+    rate: dict[str, Figure],
+    rss: dict[str, Figure],
+    n: int,
+    absent: list[str],
+) -> Row:
+    ours = sides[0][1]
+    peers = [label for _, label in sides[1:]]
+    parts = [f"{rate[ours].median:,.0f}/s"]
+    holds: bool | None = None
+    value = None
+    if case.limit:
+        share = rate[ours].median / case.limit
+        parts.append(f"{share:.2f}x the {case.limit:,.0f}/s limit")
+    if peers:
+        best = max(peers, key=lambda label: rate[label].median)
+        value = rate[ours].median / rate[best].median
+        memory = rss[ours].median / rss[best].median
+        parts.append(f"{value:.2f}x best peer ({best}: {rate[best].median:,.0f}/s)")
+        parts.append(
+            f"peak RSS {rss[ours].median:.0f} MiB, {memory:.2f}x the best peer's "
+            f"({rss[best].median:.0f} MiB)"
+        )
+        holds = value >= case.target
+        if case.number == "12.1":
+            holds = holds and share >= 0.95 and memory <= RSS_TARGET
+    target = f"≥ {case.target:g}x best peer"
+    if case.number == "12.1":
+        target = f"≥ 0.95x limit, {target}, RSS ≤ {RSS_TARGET:g}x"
+    ratios = {label: rate[ours].median / rate[label].median for label in peers}
+    return Row(
+        case.number,
+        case.title,
+        "; ".join(parts),
+        target,
+        holds,
+        rate,
+        value=value,
+        note="; ".join(absent),
+        details={
+            "tasks": n,
+            "concurrency": case.concurrency,
+            "ratio_to_each_peer": ratios,
+            "peak_rss_mib": {label: figure.as_dict() for label, figure in rss.items()},
+            "rss_ratio_to_each_peer": {
+                label: rss[ours].median / rss[label].median for label in peers
+            },
+        },
+    )

@@ -136,4 +136,6 @@ def write_chart(path: Path, rows: list[Row], *, title: str) -> bool:
 
 
 def _is_ours(name: str) -> bool:
-    return name.startswith(("astral", "ours", "claim_task", "claim_tasks", "enqueue_claimed"))
+    return name.startswith(
+        ("astral", "ours", "claim_task", "claim_tasks", "enqueue_claimed", "consume_claimed")
+    )

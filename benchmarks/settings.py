@@ -45,6 +45,9 @@ if PEER == "procrastinate":
 elif PEER == "django_tasks":
     INSTALLED_APPS += ["django_tasks", "django_tasks_db"]
     TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+elif PEER == "celery":
+    # Row 12's Celery worker; the harness starts the Redis server.
+    CELERY_BROKER_URL = os.environ.get("TASKCLAIM_BENCH_REDIS_URL", "")
 elif PEER == "taskclaim_tasks":
     # This app's Django Tasks backend, on a PostgreSQL queue of its own.
     TASKS = {
@@ -65,7 +68,7 @@ TASKCLAIM_QUEUES = {
     "mixed": {"BACKEND": _POSTGRES},
 }
 
-# Row 11's ten task types share one queue, on purpose.
+# Row 12.3's ten task types share one queue, on purpose.
 SILENCED_SYSTEM_CHECKS = ["astral_taskclaim.W034"]
 
 MIDDLEWARE = [

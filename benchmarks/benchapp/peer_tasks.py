@@ -8,7 +8,11 @@ decorator comes from the copy the process's backend uses.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
+
+from . import work
 
 if settings.PEER == "django_tasks":
     from django_tasks import task
@@ -22,3 +26,25 @@ else:  # astral-taskclaim's backend: Django's own framework where it has one
 @task()
 def noop(k: str) -> None:
     """Nothing: the cost measured is the backend's (results are stored)."""
+
+
+# Row 12: the same work as ours (benchmarks.benchapp.work).
+@task()
+def io_sleep(k: str) -> None:
+    """20 ms of blocking wait."""
+    work.io_wait(k)
+
+
+def _mixed(number: int) -> Any:
+    def run(k: str) -> None:
+        work.mixed(number, k)
+
+    # A Django Task is found again by its function's dotted path: a module
+    # attribute of that name.
+    run.__qualname__ = run.__name__ = f"mixed_{number}"
+    globals()[run.__name__] = task()(run)
+    return globals()[run.__name__]
+
+
+#: Row 12.3's ten task types.
+MIXED = [_mixed(number) for number in range(10)]

@@ -2,19 +2,21 @@
 
 ``noop`` does nothing: row 4 measures the machinery, not the work.
 ``io_sleep`` and ``aio_sleep`` wait 20 ms (an HTTP call's stand-in, sync
-and ``async def``) and the ten ``mixed_*`` tasks share one queue: row 11.
+and ``async def``) and the ten ``mixed_*`` tasks share one queue: row 12,
+whose work (:mod:`benchmarks.benchapp.work`) every system runs alike.
 ``stamp`` writes ``key<TAB>time.time()`` when it starts, for row 5's
 enqueue-to-start latency (the file is per process, so no lock is needed).
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from typing import Any, TextIO
 
 from astral_taskclaim.tasks import claimed_task
+
+from . import work
 
 NOOP_QUEUE = "bench"
 STAMP_QUEUE = "latency"
@@ -41,34 +43,21 @@ def stamp(task: Any) -> None:
     _stamps.write(f"{task['k']}\t{now!r}\n")
 
 
-IO_SECONDS = 0.020
-
-
 @claimed_task(queue="io", max_retries=3, window_seconds=300)
 def io_sleep(task: Any) -> None:
     """20 ms of waiting, as on a remote service."""
-    time.sleep(IO_SECONDS)
+    work.io_wait(task["k"])
 
 
 @claimed_task(queue="aio", max_retries=3, window_seconds=300)
 async def aio_sleep(task: Any) -> None:
     """20 ms of waiting, the ``async def`` way."""
-    await asyncio.sleep(IO_SECONDS)
+    await work.aio_wait(task["k"])
 
 
 def _mixed(number: int) -> None:
-    kind = number % 10
-
     def run(task: Any) -> None:
-        if kind < 6:  # waits
-            time.sleep(IO_SECONDS)
-        elif kind < 8:  # a database round trip
-            from django.db import connection
-
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT %s", [task["k"]])
-        else:  # a little CPU
-            sum(i * i for i in range(20_000))
+        work.mixed(number, task["k"])
 
     run.__qualname__ = run.__name__ = f"mixed_{number}"
     claimed_task(queue="mixed", max_retries=3, window_seconds=300, default=number == 0)(run)

@@ -3,8 +3,11 @@ working. These assert the shape of the results, never a timing."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import json
 import math
+import socket
 
 import pytest
 from django.db import connection
@@ -18,8 +21,10 @@ from benchmarks import (
     growth,
     history_row,
     hot_keys,
+    io_bound,
     memory,
     public_paths,
+    redis_server,
     report,
     round_trips,
 )
@@ -131,6 +136,46 @@ def test_end_to_end_driver_modes_run_every_task(ctx: common.Context, mode: str, 
 def test_history_row_drains_with_the_history_on_and_off(ctx: common.Context) -> None:
     connection.close()
     assert_rows(history_row.run(ctx, tasks=30), ["11"])
+
+
+def test_io_bound_row_runs_ours_on_every_case(ctx: common.Context) -> None:
+    connection.close()
+    ours_only = tuple(dataclasses.replace(case, sides=case.sides[:1]) for case in io_bound.CASES)
+    rows = io_bound.run(ctx, tasks=20, cases=ours_only)
+    assert_rows(rows, ["12.1", "12.2", "12.3"])
+    assert all(row.holds is None for row in rows)  # no peer, no verdict
+    assert all(row.details["tasks"] == 20 for row in rows)
+
+
+PEERS_HERE = (
+    all(importlib.util.find_spec(package) for package in io_bound.PACKAGES.values())
+    and redis_server.available()
+)
+
+
+@pytest.mark.skipif(
+    not PEERS_HERE,
+    reason="needs the bench extra (Celery, procrastinate, django-tasks-db) and redis-server",
+)
+def test_io_bound_row_runs_every_peer_in_the_same_run(ctx: common.Context) -> None:
+    connection.close()
+    rows = io_bound.run(ctx, tasks=20)
+    assert_rows(rows, ["12.1", "12.2", "12.3"])
+    for row, case in zip(rows, io_bound.CASES, strict=True):
+        assert set(row.figures) == {label for _, label in case.sides}
+        assert row.holds in (True, False)
+        assert set(row.details["ratio_to_each_peer"]) == {label for _, label in case.sides[1:]}
+
+
+@pytest.mark.skipif(not redis_server.available(), reason="redis-server is not installed")
+def test_redis_server_answers_while_running_and_is_gone_after() -> None:
+    with redis_server.running() as url:
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+            conn.sendall(b"PING\r\n")
+            assert conn.recv(16).startswith(b"+PONG")
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=5):
+        pass
 
 
 def test_memory(ctx: common.Context) -> None:
