@@ -1,6 +1,8 @@
 """The Django admin of the schedules: each one's task, expression and zone
 (from its declaration), last slot, last enqueue and its outcome (from
-``taskclaim.schedule``) and next slot. Read-only: the workers write it."""
+``taskclaim.schedule``), next slot, and who enqueues its slots (the
+workers, or the pg_cron job of an in-database schedule). Read-only: the
+workers (or that job) write it."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from django.utils.translation import gettext_lazy as _
 from astral_taskclaim.admin.queries import ModelAdminOf
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.schedules import Cron, Schedule, declared_schedules, slot_text
+from astral_taskclaim.schedules.in_database import run_by_pg_cron
 from astral_taskclaim.schedules.models import ScheduleRecord
 
 __all__ = ["ScheduleAdmin"]
@@ -32,13 +35,16 @@ class ScheduleAdmin(ModelAdminOf[ScheduleRecord]):
         "next_slot",
         "outcome",
         "slots",
+        "enqueued_by",
     )
     fields = list_display
     readonly_fields = fields
     _declared: dict[str, Schedule] | None = None
+    _by_pg_cron: set[str] = set()
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ScheduleRecord]:
         self._declared = {s.name: s for s in declared_schedules()}
+        self._by_pg_cron = run_by_pg_cron(list(self._declared.values()), app_settings.DATABASE)
         return super().get_queryset(request).using(app_settings.DATABASE)
 
     def _schedule(self, record: ScheduleRecord) -> Schedule | None:
@@ -67,6 +73,12 @@ class ScheduleAdmin(ModelAdminOf[ScheduleRecord]):
     def next_slot(self, record: ScheduleRecord) -> str:
         found = self._schedule(record)
         return slot_text(found.timing.after(datetime.now(UTC))) if found else "-"
+
+    @admin.display(description=_("enqueued by"))
+    def enqueued_by(self, record: ScheduleRecord) -> str:
+        if self._schedule(record) is None:
+            return "-"
+        return "pg_cron" if record.name in self._by_pg_cron else "workers"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -36,6 +36,7 @@ def test_the_list_shows_task_expression_zone_slots_and_outcome(nightly: None) ->
     text = page.content.decode()
     for shown in ("nightly", "tests.schedules.report", "30 2 * * *", "Europe/Berlin", "coalesced"):
         assert shown in text
+    assert '<td class="field-enqueued_by">workers</td>' in text
     assert "add/" not in text.split('id="changelist"')[0].split("<h1>")[-1]
 
 

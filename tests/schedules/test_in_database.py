@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from django.db import connection, connections
+from django.urls import reverse
 
 from astral_taskclaim.apps import after_migrate
 from astral_taskclaim.db.connections import separate_connection
@@ -21,6 +22,7 @@ from astral_taskclaim.schedules import in_database as inside
 from astral_taskclaim.schedules.overview import overview
 from astral_taskclaim.schedules.timing import slot_text
 from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
+from tests.admin.data import client_for, staff
 from tests.schedules.kit import START, Clock, claimed, message_keys, record, sched_queue
 
 __all__ = ["sched_queue"]
@@ -237,6 +239,20 @@ def _enqueued_by() -> str:
     return str(row["enqueued_by"])
 
 
+def _admin_enqueued_by() -> str:
+    """The "enqueued by" cell of schedule ``in-db`` on the admin's list."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO taskclaim.schedule (name, last_slot, outcome) "
+            "VALUES ('in-db', now(), 'enqueued') ON CONFLICT DO NOTHING"
+        )
+    page = client_for(staff("viewer", "view_schedulerecord")).get(
+        reverse("admin:astral_taskclaim_schedulerecord_changelist")
+    )
+    cell = page.content.decode().split('<td class="field-enqueued_by">', 1)[1]
+    return cell.split("</td>", 1)[0]
+
+
 def test_the_workers_leave_a_schedule_to_its_job(declared_in_db: Schedule) -> None:
     scheduler = Scheduler(include=[declared_in_db], clock=Clock())
     assert inside.run_by_pg_cron([declared_in_db], "default") == set()
@@ -246,6 +262,7 @@ def test_the_workers_leave_a_schedule_to_its_job(declared_in_db: Schedule) -> No
     assert _enqueued_by() == "pg_cron"  # as taskclaim_status and its --json say
     assert scheduler.tick() == 0
     assert record("in-db") is None  # nothing enqueued by the worker
+    assert _admin_enqueued_by() == "pg_cron"  # and the admin's Schedules page
 
 
 @pytest.mark.slow
