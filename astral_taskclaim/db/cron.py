@@ -139,16 +139,22 @@ def schedule_job(
     return None
 
 
-def has_job(connection: BaseDatabaseWrapper, job: Job) -> bool | None:
-    """Whether an active ``job`` serves the database of ``connection``;
-    ``None`` when pg_cron is not loaded or its jobs cannot be read from
-    here. Only jobs this user may see count (pg_cron shows a user its own
-    jobs; a superuser sees all)."""
+def has_job(connection: BaseDatabaseWrapper, job: Job, command: str | None = None) -> bool | None:
+    """Whether an active ``job`` serves the database of ``connection`` (with
+    ``command``: running that command on the job's schedule, so a job left
+    by an older declaration does not count); ``None`` when pg_cron is not
+    loaded or its jobs cannot be read from here. Only jobs this user may see
+    count (pg_cron shows a user its own jobs; a superuser sees all)."""
     state = _state(connection)
     cron_database, database = state["cron_database"], state["database"]
     if cron_database is None:
         return None
-    params = {"base": job.base, "database": database}
+    params = {
+        "base": job.base,
+        "database": database,
+        "command": command,
+        "schedule": job.schedule,
+    }
     if cron_database == database:
         if not state["installed"]:
             return False

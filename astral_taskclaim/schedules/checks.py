@@ -124,7 +124,11 @@ def check_in_database(
         but = f"pg_cron runs its jobs in cron.timezone {zone!r}, not UTC."
         hint = "Set cron.timezone = 'GMT' (its default) in postgresql.conf, or drop in_database."
         return [_in_database(checks.Error, "E051", s, but, hint) for s in inside]
-    why = "pg_cron is not loaded" if not loaded else "pg_cron has no job for it in this database"
+    why = (
+        "pg_cron is not loaded"
+        if not loaded
+        else "pg_cron has no job for it in this database, or one older than its declaration"
+    )
     hint = (
         "Load pg_cron (shared_preload_libraries) and run `manage.py migrate` as a user "
         "pg_cron lets schedule jobs, or drop in_database."

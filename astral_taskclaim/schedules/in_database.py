@@ -229,9 +229,11 @@ def unschedule_jobs(connection: BaseDatabaseWrapper) -> None:
 
 def run_by_pg_cron(schedules: list[Schedule], alias: str) -> set[str]:
     """The names of ``schedules`` a pg_cron job enqueues (so the workers
-    leave them): declared ``in_database``, and the job is there."""
+    leave them): declared ``in_database``, and the job is there, running
+    what the declaration says (a job ``migrate`` has not rescheduled since
+    the declaration changed leaves the schedule to the workers)."""
     inside = [s for s in schedules if s.in_database and in_database_problem(s) is None]
     if not inside:
         return set()
     connection = connections[alias]
-    return {s.name for s in inside if pg_cron.has_job(connection, job(s)) is True}
+    return {s.name for s in inside if pg_cron.has_job(connection, job(s), job_command(s)) is True}

@@ -90,7 +90,11 @@ def test_w052_names_a_schedule_no_pg_cron_job_enqueues(declared: list[str]) -> N
     declared.append("five-minutes")
     periodic(every(300), name="five-minutes", task={}, in_database=True)(claimed(60))
     loaded = cron_loaded("default")
-    why = "pg_cron has no job for it in this database" if loaded else "pg_cron is not loaded"
+    why = (
+        "pg_cron has no job for it in this database, or one older than its declaration"
+        if loaded
+        else "pg_cron is not loaded"
+    )
     assert _messages("W052") == {
         "five-minutes": "schedule five-minutes of task tests.schedules.report is declared "
         f"in_database, but {why}: the workers enqueue its slots instead."
@@ -104,6 +108,13 @@ def test_w052_names_a_schedule_no_pg_cron_job_enqueues(declared: list[str]) -> N
         return
     assert skipped == []
     assert _messages("W052") == {}  # the job is there now
+    # Declared anew without a migrate: the job still runs the old payload,
+    # so it does not count, and the workers enqueue the schedule meanwhile.
+    schedules.remove("five-minutes")
+    periodic(every(300), name="five-minutes", task={"v": 2}, in_database=True)(claimed(60))
+    assert list(_messages("W052")) == ["five-minutes"]
+    assert inside.schedule_jobs(connection) == []
+    assert _messages("W052") == {}
 
 
 def test_e051_names_each_schedule_when_pg_cron_runs_in_another_zone(
