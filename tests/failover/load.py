@@ -51,6 +51,10 @@ class Ack:
 class Producer(threading.Thread):
     """Claimed enqueues of ``{"kind", "seq"}`` to ``queue``."""
 
+    #: Seconds between acknowledged enqueues (0: none); a claimed producer
+    #: is held to :data:`KEYS` per :data:`WINDOW` by its claims already.
+    pace = 0.0
+
     def __init__(self, kind: str, queue: Sender | None = None) -> None:
         super().__init__(daemon=True, name=f"producer-{kind}")
         self.kind = kind
@@ -80,6 +84,7 @@ class Producer(threading.Thread):
                     continue
                 if token is not None:
                     self.acks.append(Ack(self.kind, key, seq, token, sent, time.time()))
+                    self.stopping.wait(self.pace)
         finally:
             connection.close()
 
@@ -99,7 +104,11 @@ class Producer(threading.Thread):
 
 class TaskProducer(Producer):
     """Django Tasks ``noted.enqueue(seq)``: one result row per run, its id
-    the ack's token (no coalescing, so every enqueue is a run)."""
+    the ack's token (no coalescing, so every enqueue is a run), at most 50
+    a second: unpaced it outruns the workers by thousands, and the drain
+    would take minutes."""
+
+    pace = 0.02
 
     def __init__(self) -> None:
         super().__init__("task")
