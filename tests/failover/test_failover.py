@@ -129,6 +129,8 @@ def figures(
     )
 
 
+# The cluster's start, each failover and the drain, beyond pytest's 300 s.
+@pytest.mark.timeout(300 + 120 * FAILOVERS)
 def test_nothing_lost_and_no_window_shared_across_failovers(
     cluster: Cluster, fleet: Fleet, sqs: tuple[MotoSQS, str]
 ) -> None:
