@@ -104,13 +104,12 @@ def unfinished_detail(ids: list[str]) -> list[tuple[object, ...]]:
             "WHERE r.id = ANY(%s::uuid[]) AND r.status = ANY(%s)",
             [ids, list(UNFINISHED)],
         )
-        return cursor.fetchall()
+        return list(cursor.fetchall())
 
 
 def figures(
     producer: Producer,
     runs: Counter[tuple[str, int]],
-    missing: set[tuple[str, int]],
     delivered: Counter[int],
 ) -> str:
     """One producer's line of the report: acknowledged, refused, run (or
@@ -171,7 +170,7 @@ def test_nothing_lost_and_no_window_shared_across_failovers(
     outbox_lost = sorted(outbox - set(delivered))
     print(
         f"\nfailover: {', '.join(failovers)}; {time.monotonic() - began:.0f} s in all\n  "
-        + "\n  ".join(figures(p, runs, missing, delivered) for p in producers)
+        + "\n  ".join(figures(p, runs, delivered) for p in producers)
         + f"\n  overlaps {len(shared)}, results left {dict(left) or 0}; reconnects "
         + ", ".join(f"{c.name} {c.reconnects} ({c.warnings} warnings)" for c in logs)
     )

@@ -25,7 +25,7 @@ _lock = threading.Lock()
 if FRAMEWORK == "django.tasks":
     from django.tasks import task
 else:
-    from django_tasks import task
+    from django_tasks import task  # type: ignore[no-redef]
 
 
 def record(kind: str, seq: int) -> None:
