@@ -10,12 +10,14 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 
 from astral_taskclaim.tasks_backend import results
 from astral_taskclaim.tasks_backend.compat import TaskResultStatus
+from astral_taskclaim.worker.loop import Worker
 from tests.commitkit import commit_settings
 from tests.workerkit import ROOT
 
@@ -113,3 +115,29 @@ def test_with_a_synchronous_standby_a_runs_states_commit_as_configured() -> None
         assert noted() == [("task_result", "UPDATE", "local")] * 2
     result.refresh()
     assert result.status == TaskResultStatus.SUCCESSFUL
+
+
+@pytest.mark.parametrize("concurrency", [1, 2])
+def test_a_run_whose_success_write_fails_is_delivered_again(
+    concurrency: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's message was acked when its success write failed (the
+    connection lost in a failover): it is handed back, not settled, or the
+    result would stay RUNNING for ever."""
+    succeed, failed = results.succeed, []
+
+    def succeed_but_the_first(*args: Any) -> Any:
+        if not failed:
+            failed.append(args)
+            raise OperationalError("server closed the connection unexpectedly")
+        return succeed(*args)
+
+    monkeypatch.setattr(results, "succeed", succeed_but_the_first)
+    monkeypatch.setattr("astral_taskclaim.worker.loop.FIRST_BACKOFF", 0.01)
+    result = jobs.add.enqueue(1, 2)
+    for _ in range(2):  # a burst may end at the error; the next one drains the rest
+        Worker("default", concurrency=concurrency, wait=0, burst=True).run()
+    assert len(failed) == 1
+    assert jobs.calls == [("add", 1, 2)] * 2  # run again
+    result.refresh()
+    assert (result.status, result.return_value) == (TaskResultStatus.SUCCESSFUL, 3)
