@@ -64,12 +64,13 @@ class LogCount:
     def storm(self) -> str | None:
         """What is wrong, if this looks like a traceback storm: more than
         three warnings per reconnect (plus a few for starting and stopping),
-        a traceback logged beyond one per reconnect, any printed."""
+        or more tracebacks than reconnects, logged or printed (the command
+        prints the app's records too when no console handler has them)."""
         if self.warnings > 3 * self.reconnects + 5:
             return f"{self.name}: {self.warnings} warnings for {self.reconnects} reconnects"
         if self.with_traceback > self.reconnects:
             return f"{self.name}: {self.with_traceback} tracebacks, {self.reconnects} reconnects"
-        if self.printed_tracebacks:
+        if self.printed_tracebacks > self.reconnects:
             return f"{self.name}: {self.printed_tracebacks} tracebacks printed"
         return None
 
