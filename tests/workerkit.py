@@ -108,17 +108,23 @@ class WorkerGroup:
     workers: list[WorkerProcess] = field(default_factory=list)
 
     def start(
-        self, queue: str, *args: str, env: dict[str, str], events_variable: str | None = None
+        self,
+        queue: str,
+        *args: str,
+        env: dict[str, str],
+        events_variable: str | None = None,
+        command: str = "consume_claimed",
     ) -> WorkerProcess:
-        """``consume_claimed queue *args``; with ``events_variable``, that
-        variable names the file its settings log JSON lines to."""
+        """``consume_claimed queue *args`` (or another ``command``, such as
+        ``taskclaim_relay``); with ``events_variable``, that variable names
+        the file its settings log JSON lines to."""
         number = len(self.workers)
         output = self.tmp / f"worker-{number}.log"
         events_path = self.tmp / f"worker-{number}.jsonl" if events_variable else None
         extra = {**env, events_variable: str(events_path)} if events_variable else env
         with output.open("wb") as stream:
             process = subprocess.Popen(
-                [sys.executable, "-m", "django", "consume_claimed", queue, *args],
+                [sys.executable, "-m", "django", command, queue, *args],
                 cwd=ROOT,
                 env=worker_env(self.settings, self.application_name, **extra),
                 stdout=stream,

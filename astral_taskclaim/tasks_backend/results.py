@@ -133,7 +133,11 @@ def relaxed(database: str) -> bool:
     server crash in between loses at most the latest state of the runs in
     flight, whose messages are delivered again (at least once, as ever).
     Inside a transaction the setting would hold to the caller's commit, so
-    it is never relaxed there."""
+    it is never relaxed there; nor, in the statements, while the server has
+    a synchronous standby (``synchronous_standby_names``): after a failover
+    the worker's retried settlement lands on the promoted standby, which
+    may have the message's lease but not a state committed unflushed just
+    before the old primary died, and the run would stay ``RUNNING``."""
     return connections[database].get_autocommit()
 
 

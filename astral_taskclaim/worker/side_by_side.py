@@ -233,7 +233,11 @@ class SideBySide:
         except worker.recoverable as error:
             self._error = error
             close_connections()
-            self._give_back(message, summary)
+            # Even when acked: what failed may be the run's own bookkeeping
+            # after it (a Django Task's result write), which the delivery
+            # again redoes; the one-at-a-time loop hands it back too.
+            message.retry(delay_seconds=0)
+            summary.returned += 1
         except BaseException as error:
             self._fatal = error
             worker.stop()

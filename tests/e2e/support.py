@@ -48,8 +48,14 @@ def database_url(application_name: str) -> str:
     host = settings["HOST"] or ""
     if host.startswith("/"):
         query["host"], host = host, ""
-    port = f":{settings['PORT']}" if settings["PORT"] else ""
-    return f"postgres://{user}{password}@{host}{port}/{settings['NAME']}?{urlencode(query)}"
+    ports = str(settings["PORT"] or "")
+    if "," in host:  # several nodes (a failover cluster): host:port,host:port
+        netloc = ",".join(
+            f"{h}:{p}" for h, p in zip(host.split(","), ports.split(","), strict=True)
+        )
+    else:
+        netloc = f"{host}:{ports}" if ports else host
+    return f"postgres://{user}{password}@{netloc}/{settings['NAME']}?{urlencode(query)}"
 
 
 def build_wheel(out: Path) -> Path:

@@ -1,12 +1,18 @@
-"""Claimed enqueues and workers across planned and unplanned failovers of
-a pg_auto_failover cluster with synchronous replication, under load.
+"""Claimed enqueues, Django Tasks and the outbox across planned and
+unplanned failovers of a pg_auto_failover cluster with synchronous
+replication, under load, with ``consume_claimed`` worker processes and a
+``taskclaim_relay`` process on the multi-host URL.
 
-Producers record, client side, every enqueue the database acknowledged
-(its key, claim token, and when it was sent and answered); the task records
-every run in memory, outside the database. After the failovers the load
-drains and the audit asks: was every acknowledged message run (nothing
-lost), and did any key get a second claim while an acknowledged one still
-held it (a claim lost with a commit lets a key run twice in a window)?
+Producers (:mod:`.load`) record, client side, every enqueue the database
+acknowledged: claimed tasks (sync and through the async pool), Django Tasks
+with results, claimed messages to an SQS queue (moto) through the outbox.
+The tasks record every run in files, outside the database (:mod:`.workerapp`).
+After the failovers the load drains (within :data:`~.fleet.DRAIN_DEADLINE`)
+and the audit asks: did every acknowledged message run or reach SQS
+(nothing lost; duplicates are counted, at-least-once allows them), did any
+key get a second claim while an acknowledged one still held it, is any
+acknowledged result left ``READY`` or ``RUNNING``, and did each process log
+about one event per reconnect (no traceback storm)?
 ``TASKCLAIM_FAILOVERS`` (default 2: one planned, one unplanned) sets how
 many failovers, alternating. With ``TASKCLAIM_FAILOVER_ASYNC=1`` (``make
 failover``) a second test takes the standby out of the synchronous quorum
@@ -15,226 +21,197 @@ and measures what one kill of the primary loses.
 
 from __future__ import annotations
 
-import itertools
-import logging
 import os
-import threading
 import time
-import uuid
+from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
 
 import pytest
-from django.db import DatabaseError, connection
+from django.db import connection
 from django.test import override_settings
 
-from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.queues import queues
-from astral_taskclaim.queues.postgres import PostgresQueue
-from astral_taskclaim.tasks import registry
-from astral_taskclaim.worker.loop import Worker
 from tests.failover.cluster import Cluster
+from tests.failover.fleet import DRAIN_DEADLINE, LOOK_EVERY, Fleet, queues_config, sqs_deliveries
+from tests.failover.load import AsyncProducer, Producer, TaskProducer, overlaps
+from tests.queues.servers import MotoSQS, running_moto
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 FAILOVERS = int(os.environ.get("TASKCLAIM_FAILOVERS", "2"))
-KEYS = 20
-WINDOW = 1.0  # seconds: each key is claimed again many times in a run
 WORKERS = 2
-#: Longest wait for the load to drain once the failovers are over.
-DRAIN_DEADLINE = 180.0
-
-
-@dataclass(frozen=True)
-class Ack:
-    """An enqueue the database acknowledged."""
-
-    key: str
-    seq: int
-    token: str
-    sent: float
-    answered: float
-
-
-class Runs:
-    """Every run of the task, recorded in memory (no database involved)."""
-
-    def __init__(self) -> None:
-        self.seqs: list[int] = []
-        self.changed = threading.Condition()
-
-    def __call__(self, task: dict[str, Any]) -> None:
-        with self.changed:
-            self.seqs.append(task["seq"])
-            self.changed.notify_all()
-
-    def await_all(self, wanted: set[int], *, within: float = DRAIN_DEADLINE) -> set[int]:
-        """Until every seq of ``wanted`` has run (or ``within`` seconds); those not run."""
-        deadline = time.monotonic() + within
-        with self.changed:
-            while missing := wanted - set(self.seqs):
-                if not self.changed.wait(max(0.0, deadline - time.monotonic())):
-                    return missing
-            return set()
+CONCURRENCY = 3
+UNFINISHED = ("READY", "RUNNING")
 
 
 @pytest.fixture
-def jobs() -> Iterator[tuple[PostgresQueue, Runs]]:
-    """Queue ``jobs`` with short leases (a batch whose worker lost its
-    connection comes back soon) and its recording task."""
-    name = f"failover-{uuid.uuid4().hex[:12]}"
-    backend = "astral_taskclaim.queues.postgres.PostgresQueue"
-    options = {"queue_name": name, "visibility_timeout": 5, "poll_interval": 0.5}
-    runs = Runs()
-    with override_settings(TASKCLAIM_QUEUES={"jobs": {"BACKEND": backend, "OPTIONS": options}}):
-        registry.task(queue="jobs", name="tests.failover.jobs", max_retries=5)(runs)
+def sqs() -> tuple[MotoSQS, str]:
+    server = running_moto()
+    return server, server.create_queue()
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, sqs: tuple[MotoSQS, str]) -> Iterator[Fleet]:
+    """The test's queues (here and in the subprocesses) and its processes."""
+    config = queues_config(*sqs)
+    running = Fleet(tmp_path, config)
+    with override_settings(TASKCLAIM_QUEUES=config):
         try:
-            queue = queues["jobs"]
-            assert isinstance(queue, PostgresQueue)
-            yield queue, runs
+            yield running
         finally:
-            registry.unregister("jobs")
+            running.close()
 
 
-class Producer(threading.Thread):
-    """Enqueues claimed tasks on ``KEYS`` keys in turn, as fast as the
-    database answers; a failed enqueue is not acknowledged, and the next
-    one reconnects (as Django does between requests)."""
-
-    def __init__(self, queue: PostgresQueue) -> None:
-        super().__init__(daemon=True)
-        self.queue = queue
-        self.acks: list[Ack] = []
-        self.errors = 0
-        self.stopping = threading.Event()
-
-    def run(self) -> None:
-        seq = 0
-        try:
-            while not self.stopping.is_set():
-                seq += 1
-                key = f"k{seq % KEYS}"
-                sent = time.time()
-                try:
-                    token = enqueue_claimed(self.queue, key, {"seq": seq}, window_seconds=WINDOW)
-                except DatabaseError:
-                    self.errors += 1
-                    connection.close()
-                    self.stopping.wait(0.05)
-                    continue
-                if token is not None:
-                    self.acks.append(Ack(key, seq, token, sent, time.time()))
-        finally:
-            connection.close()
-
-    def await_acks(self, more: int) -> None:
-        """Until ``more`` enqueues beyond the current count are acknowledged."""
-        wanted = len(self.acks) + more
-        deadline = time.monotonic() + 60
-        while len(self.acks) < wanted and time.monotonic() < deadline:
-            self.stopping.wait(0.05)
-        assert len(self.acks) >= wanted, "the producer made no progress"
+def fail_over(cluster: Cluster, number: int, producers: list[Producer]) -> str:
+    """Failover ``number``: planned when even, else the primary killed (and
+    brought back as standby once writes resumed); its kind and duration."""
+    started = time.monotonic()
+    if number % 2 == 0:
+        cluster.perform_failover()
+        return f"planned {time.monotonic() - started:.1f} s"
+    killed = cluster.kill_primary()
+    for producer in producers:
+        producer.await_acks(5)  # writes resumed on the promoted standby
+    took = time.monotonic() - started
+    cluster.restart(killed)
+    return f"unplanned {took:.1f} s"
 
 
-def overlaps(acks: list[Ack]) -> list[tuple[Ack, Ack]]:
-    """Pairs of acknowledged claims of one key where the second was surely
-    taken while the first held it: answered before the first was sent plus
-    the window (the server's claim times lie within sent..answered)."""
-    found = []
-    by_key: dict[str, list[Ack]] = {}
-    for ack in sorted(acks, key=lambda a: a.sent):
-        by_key.setdefault(ack.key, []).append(ack)
-    for claims in by_key.values():
-        for first, second in itertools.pairwise(claims):
-            if second.answered < first.sent + WINDOW:
-                found.append((first, second))
-    return found
+def unfinished_results(ids: list[str], deadline: float) -> Counter[str]:
+    """Status → count of the results ``ids`` still ``READY`` or ``RUNNING``
+    at the monotonic ``deadline`` (or as soon as none is)."""
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT status, count(*) FROM taskclaim.task_result "
+                "WHERE id = ANY(%s::uuid[]) AND status = ANY(%s) GROUP BY status",
+                [ids, list(UNFINISHED)],
+            )
+            left = Counter(dict(cursor.fetchall()))
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(LOOK_EVERY)
 
 
-def run_worker(worker: Worker) -> None:
-    try:
-        worker.run()
-    finally:
-        connection.close()
+def unfinished_detail(ids: list[str]) -> list[tuple[object, ...]]:
+    """The unfinished results of ``ids`` and their messages, for a failure."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT r.id, r.status, r.args, r.worker_ids, r.errors, r.enqueued_at, "
+            "m.attempts, m.visible_at, statement_timestamp() FROM taskclaim.task_result r "
+            "LEFT JOIN taskclaim.message m ON (m.body::jsonb->>'claim') = r.id::text "
+            "WHERE r.id = ANY(%s::uuid[]) AND r.status = ANY(%s)",
+            [ids, list(UNFINISHED)],
+        )
+        return list(cursor.fetchall())
 
 
-def test_nothing_lost_and_no_window_shared_across_failovers(
-    cluster: Cluster,
-    jobs: tuple[PostgresQueue, Runs],
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    queue, runs = jobs
-    workers = [Worker("jobs", batch_size=10, wait=1) for _ in range(WORKERS)]
-    threads = [threading.Thread(target=run_worker, args=(w,), daemon=True) for w in workers]
-    producer = Producer(queue)
-    failovers: list[tuple[str, float]] = []
-    with caplog.at_level(logging.INFO, logger="astral_taskclaim"):
-        for thread in [*threads, producer]:
-            thread.start()
-        for number in range(FAILOVERS):
-            producer.await_acks(50)
-            started = time.monotonic()
-            if number % 2 == 0:
-                cluster.perform_failover()
-                failovers.append(("planned", time.monotonic() - started))
-            else:
-                killed = cluster.kill_primary()
-                producer.await_acks(20)  # writes resumed on the promoted standby
-                failovers.append(("unplanned", time.monotonic() - started))
-                cluster.restart(killed)
-        producer.await_acks(50)
-        producer.stopping.set()
-        producer.join()
-        missing = runs.await_all({ack.seq for ack in producer.acks})
-        for worker in workers:
-            worker.stop()
-        for thread in threads:
-            thread.join(60)
-    connection.close()  # this thread's, opened before the failovers
-    reconnects = sum(getattr(r, "event", None) == "worker.database_error" for r in caplog.records)
-    print(
-        f"\nfailover: {len(producer.acks)} acknowledged enqueues, {producer.errors} refused, "
-        f"{len(runs.seqs)} runs, {reconnects} worker reconnects; failovers "
-        + ", ".join(f"{kind} {seconds:.1f} s" for kind, seconds in failovers)
+def figures(
+    producer: Producer,
+    runs: Counter[tuple[str, int]],
+    delivered: Counter[int],
+) -> str:
+    """One producer's line of the report: acknowledged, refused, run (or
+    delivered to SQS), lost, duplicates."""
+    seqs = {ack.seq for ack in producer.acks}
+    if producer.kind == "outbox":
+        done = seqs & set(delivered)
+        copies = {seq: delivered[seq] for seq in done}
+    else:
+        copies = {seq: runs[producer.kind, seq] for seq in seqs if runs[producer.kind, seq]}
+        done = set(copies)
+    return (
+        f"{producer.kind}: {len(seqs)} acknowledged, {producer.errors} refused, "
+        f"{len(done)} {'delivered' if producer.kind == 'outbox' else 'run'}, "
+        f"{len(seqs - done)} lost, {sum(n - 1 for n in copies.values())} duplicates"
     )
-    assert missing == set(), f"{len(missing)} acknowledged messages never ran"
-    assert overlaps(producer.acks) == []
-    assert all(not thread.is_alive() for thread in threads)
+
+
+# The cluster's start, each failover and the drain, beyond pytest's 300 s.
+@pytest.mark.timeout(300 + 120 * FAILOVERS)
+def test_nothing_lost_and_no_window_shared_across_failovers(
+    cluster: Cluster, fleet: Fleet, sqs: tuple[MotoSQS, str]
+) -> None:
+    began = time.monotonic()
+    fleet.start_workers(WORKERS, CONCURRENCY)
+    fleet.start_relay()
+    producers = [
+        Producer("job", queues["jobs"]),
+        AsyncProducer("async", queues["jobs"]),
+        TaskProducer(),
+        Producer("outbox", queues["outbox"]),
+    ]
+    for producer in producers:
+        producer.start()
+    failovers = []
+    for number in range(FAILOVERS):
+        for producer in producers:
+            producer.await_acks(20)
+        failovers.append(fail_over(cluster, number, producers))
+    for producer in producers:
+        producer.await_acks(20)
+    for producer in producers:
+        producer.stop()
+    connection.close()  # this thread's, opened before the failovers
+
+    deadline = time.monotonic() + DRAIN_DEADLINE
+    by_kind = {producer.kind: producer.acks for producer in producers}
+    ran = {(p.kind, a.seq) for p in producers if p.kind != "outbox" for a in p.acks}
+    missing = fleet.await_runs(ran, deadline)
+    outbox = {ack.seq for ack in by_kind["outbox"]}
+    delivered = sqs_deliveries(*sqs, outbox, deadline)
+    left = unfinished_results([ack.token for ack in by_kind["task"]], deadline)
+    bad_exits = fleet.stop()
+    runs = fleet.runs()
+    logs = fleet.log_counts()
+    # Django Tasks enqueues claim no window (their keys are not coalesced).
+    shared = overlaps([ack for p in producers if p.kind != "task" for ack in p.acks])
+    outbox_lost = sorted(outbox - set(delivered))
+    print(
+        f"\nfailover: {', '.join(failovers)}; {time.monotonic() - began:.0f} s in all\n  "
+        + "\n  ".join(figures(p, runs, delivered) for p in producers)
+        + f"\n  overlaps {len(shared)}, results left {dict(left) or 0}; reconnects "
+        + ", ".join(f"{c.name} {c.reconnects} ({c.warnings} warnings)" for c in logs)
+    )
+    assert not missing, f"acknowledged but never run: {sorted(missing)[:20]} ({len(missing)})"
+    assert not outbox_lost, (
+        f"outbox rows never reached SQS: {outbox_lost[:20]} ({len(outbox_lost)})"
+    )
+    assert not left, f"results left unfinished after the drain: {dict(left)}: " + "; ".join(
+        map(str, unfinished_detail([ack.token for ack in by_kind["task"]]))
+    )
+    assert shared == [], f"claim windows shared: {shared[:5]}"
+    assert bad_exits == []
+    assert [storm for count in logs if (storm := count.storm())] == []
 
 
 @pytest.mark.skipif(os.environ.get("TASKCLAIM_FAILOVER_ASYNC") != "1", reason="make failover")
 def test_without_synchronous_replication_a_kill_loses_only_the_last_commits(
-    cluster: Cluster, jobs: tuple[PostgresQueue, Runs]
+    cluster: Cluster, fleet: Fleet
 ) -> None:
     """Measures what one unplanned failover loses with the standby out of the
     synchronous quorum: acknowledged enqueues that never ran, and how long
     before the kill their commits were answered (the loss window)."""
-    queue, runs = jobs
     cluster.set_synchronous(False)
-    workers = [Worker("jobs", batch_size=10, wait=1) for _ in range(WORKERS)]
-    threads = [threading.Thread(target=run_worker, args=(w,), daemon=True) for w in workers]
-    producer = Producer(queue)
+    fleet.start_workers(WORKERS, CONCURRENCY)
+    producer = Producer("job", queues["jobs"])
     try:
-        for thread in [*threads, producer]:
-            thread.start()
+        producer.start()
         producer.await_acks(200)
         killed_at = time.time()
         killed = cluster.kill_primary()
         producer.await_acks(50)
-        producer.stopping.set()
-        producer.join()
+        producer.stop()
         # What is lost never runs: wait for the rest, not for ever.
-        missing = runs.await_all({ack.seq for ack in producer.acks}, within=45)
-        for worker in workers:
-            worker.stop()
-        for thread in threads:
-            thread.join(60)
+        wanted = {(producer.kind, ack.seq) for ack in producer.acks}
+        missing = fleet.await_runs(wanted, time.monotonic() + 45)
+        assert fleet.stop() == []
         cluster.restart(killed)
     finally:
         cluster.set_synchronous(True)
         connection.close()
-    lost = [ack for ack in producer.acks if ack.seq in missing]
+    lost = [ack for ack in producer.acks if (producer.kind, ack.seq) in missing]
     window_ms = (killed_at - min(ack.answered for ack in lost)) * 1000 if lost else 0.0
     print(
         f"\nasynchronous replication: {len(producer.acks)} acknowledged enqueues, "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 
+from tests.reliability.workerapp.jsonlog import jsonl_logging
 from tests.settings import *  # noqa: F403
 from tests.settings import INSTALLED_APPS
 
@@ -18,17 +19,4 @@ TASKS: dict[str, object] = {}
 TASKCLAIM_SCHEDULES = json.loads(os.environ.get("TASKCLAIM_RELIABILITY_SCHEDULES") or "{}")
 TASKCLAIM_DELAY_SCALE = float(os.environ.get("TASKCLAIM_RELIABILITY_DELAY_SCALE", "1"))
 
-_events = os.environ.get("TASKCLAIM_RELIABILITY_EVENTS")
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"jsonl": {"()": "tests.reliability.workerapp.jsonlog.JsonLines"}},
-    "handlers": {
-        "events": (
-            {"class": "logging.FileHandler", "filename": _events, "formatter": "jsonl"}
-            if _events
-            else {"class": "logging.NullHandler"}
-        )
-    },
-    "loggers": {"astral_taskclaim": {"handlers": ["events"], "level": "DEBUG"}},
-}
+LOGGING = jsonl_logging(os.environ.get("TASKCLAIM_RELIABILITY_EVENTS"), "DEBUG")

@@ -1,7 +1,9 @@
 """Database faults under running workers: connections terminated with
 ``pg_terminate_backend`` mid-run, the server restarted (the embedded one,
 with its ``pg_ctl``; on another server every worker connection is
-terminated instead, which is what a restart does to a worker), and a claim
+terminated instead, which is what a restart does to a worker), also with
+messages in flight side by side in a ``--concurrency`` worker (audited for
+claims taken while another held the key), and a claim
 write cut off by ``statement_timeout`` while another transaction holds its
 row. The workers recover, no task is lost, and the logs carry the TypeScript package's
 events (``queue.claim_hold_failed``, ``queue.claim_release_failed``).
@@ -25,6 +27,7 @@ from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
 from astral_taskclaim.testing import hold_transaction
 from astral_taskclaim.worker.loop import Worker
 from tests.claimkit import claims
+from tests.reliability.audit import overlaps, writes
 from tests.reliability.processes import Fleet, RunListener, runs
 from tests.reliability.support import EventLog, record_figures, sized, wait_until
 from tests.workerkit import restart_server_or_terminate, terminate_application
@@ -33,6 +36,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 TERMINATIONS = sized(4, 30)
 RESTARTS = sized(1, 5)
+IN_FLIGHT = sized(4, 8)  # runs side by side in one worker
 
 
 def ok_tasks(first: int, count: int) -> list[dict[str, Any]]:
@@ -117,6 +121,44 @@ def test_a_server_restart_mid_run_loses_nothing(fleet: Fleet) -> None:
         duplicates=total - len(tokens),
         losses=0,
         database_errors=events["worker.database_error"],
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("audit")
+def test_a_server_restart_with_messages_in_flight_side_by_side_loses_nothing(
+    fleet: Fleet,
+) -> None:
+    """``IN_FLIGHT`` messages running side by side in a ``--concurrency
+    IN_FLIGHT`` worker when the server restarts (immediate shutdown): each
+    runs to success, and no claim is taken while another holds its key."""
+    fleet.max_retries = 20
+    fleet.visibility_timeout = 10  # the runs' leases outlast their sleep
+    # Queued first, one per receive: each thread takes one and runs it.
+    tasks = [{"id": id_, "mode": "ok", "sleep_ms": 3000} for id_ in range(1, IN_FLIGHT + 1)]
+    tokens = fleet.enqueue(tasks)
+    worker = fleet.start("--concurrency", str(IN_FLIGHT), "--batch-size", "1", "--wait", "1")
+    # Every one recorded, now asleep in its run (their NOTIFYs arrive
+    # together, so the run table is read rather than the channel).
+    wait_until(lambda: len(runs()) == IN_FLIGHT, "the runs in flight", timeout=60)
+    how, _ = restart_server_or_terminate(fleet.application_name)
+    tokens |= fleet.enqueue(ok_tasks(IN_FLIGHT + 1, IN_FLIGHT))  # sent after the restart
+    wait_until(lambda: fleet.messages_left() == 0, "the queue to drain", timeout=180)
+    assert worker.stop() == 0
+    assert_all_ran_and_kept_their_claims(fleet, tokens)
+    history = writes()
+    assert len({write.token for write in history}) == len(tokens)  # the audit saw each claim
+    assert overlaps(history) == []
+    total = sum(len(outcomes) for outcomes in runs().values())
+    record_figures(
+        "restart_in_flight",
+        how=how,
+        in_flight=IN_FLIGHT,
+        tasks=len(tokens),
+        runs=total,
+        duplicates=total - len(tokens),
+        losses=0,
+        database_errors=fleet.events()["worker.database_error"],
     )
 
 

@@ -89,9 +89,13 @@ class Listener:
 
     def wait(self, seconds: float) -> bool:
         """Waits up to ``seconds`` for a NOTIFY; ``False`` if the listening
-        connection broke (closed here; the caller polls instead)."""
+        connection broke (closed here) or was closed (the caller polls instead)."""
         connection = self._connection
-        assert connection is not None, "start() first"
+        if connection is None:
+            # Closed by another thread since start(): a --concurrency lane
+            # reconnecting after a failed settlement closes the queue's
+            # connections while the main thread's receive waits.
+            return False
         try:
             for _ in connection.notifies(timeout=seconds, stop_after=1):
                 pass

@@ -128,3 +128,17 @@ def test_a_broken_listen_connection_falls_back_to_polling(
     # The next waiting receive listens again.
     assert queue.receive(max_messages=1, wait_seconds=0.01).messages == []
     assert queue.listener.backend_pid not in (None, pid)
+
+
+def test_a_listener_closed_by_another_thread_makes_the_receive_poll(
+    make_queue: MakeQueue,
+) -> None:
+    """A ``--concurrency`` lane that reconnects closes the queue's
+    connections, the listener's too, while the main thread's receive waits
+    on it: the wait says so (the receive polls) instead of failing."""
+    queue = make_queue(poll_interval=0.05)
+    assert queue.listener.start()
+    queue.listener.close()  # as the lane's reconnect does
+    assert queue.listener.wait(0.01) is False
+    queue.send({"n": 1})
+    assert [m.body for m in queue.receive(max_messages=1, wait_seconds=5).messages] == [{"n": 1}]

@@ -1,12 +1,14 @@
 """A log formatter writing one JSON object per record, with the record's
 ``event`` (and the other ``extra`` the app passes), so a test can read a
-worker process's log as data."""
+worker process's log as data (:func:`jsonl_logging` is the ``LOGGING``
+setting of such a process)."""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
+from typing import Any
 
 _STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
@@ -31,3 +33,21 @@ class JsonLines(logging.Formatter):
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False)
+
+
+def jsonl_logging(path: str | None, level: str = "DEBUG") -> dict[str, Any]:
+    """``LOGGING`` sending the app's records at ``level`` and up to ``path``
+    as JSON lines (nowhere without a path)."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"jsonl": {"()": f"{__name__}.JsonLines"}},
+        "handlers": {
+            "events": (
+                {"class": "logging.FileHandler", "filename": path, "formatter": "jsonl"}
+                if path
+                else {"class": "logging.NullHandler"}
+            )
+        },
+        "loggers": {"astral_taskclaim": {"handlers": ["events"], "level": level}},
+    }

@@ -14,5 +14,8 @@ SET status = CASE WHEN %(final)s::boolean THEN 'FAILED' ELSE 'READY' END,
       'final', %(final)s::boolean
     ))
 WHERE id = %(id)s::uuid AND status IN ('READY', 'RUNNING')
-  AND (SELECT NOT %(relaxed)s::boolean OR set_config('synchronous_commit', 'off', true) = 'off')
+  -- Not with a synchronous standby: a settlement retried on the standby
+  -- promoted after a crash would find the message but not these states.
+  AND (SELECT NOT %(relaxed)s::boolean OR current_setting('synchronous_standby_names') <> ''
+       OR set_config('synchronous_commit', 'off', true) = 'off')
 RETURNING finished_at
