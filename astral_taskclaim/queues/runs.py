@@ -215,24 +215,26 @@ class RunNote:
 
 
 def run_params(runs: Iterable[tuple[int | None, RunRecord]]) -> dict[str, Any]:
-    """The ``run_*`` parameters of ``runs/record.sql`` (and of the PostgreSQL
-    queue's settle statement) for ``(message id, record)`` pairs."""
-    pairs = list(runs)
-    records = [run for _, run in pairs]
-    return {
-        "run_messages": [message_id for message_id, _ in pairs],
-        "run_ids": [run.run_id for run in records],
-        "run_tasks": [run.task for run in records],
-        "run_queues": [run.queue for run in records],
-        "run_keys": [run.key for run in records],
-        "run_statuses": [run.status for run in records],
-        "run_attempts": [run.attempts for run in records],
-        "run_errors": [run.error for run in records],
-        "run_payloads": [run.payload for run in records],
-        "run_started": [run.started for run in records],
-        "run_ended": [run.ended for run in records],
-        "worker_id": worker_id(),
-    }
+    """The ``runs`` and ``worker_id`` parameters of ``runs/record.sql`` (and
+    of the PostgreSQL queue's settle statement) for ``(message id, record)``
+    pairs: the records as one JSON text, encoded in one call."""
+    rows = [
+        {
+            "message": message_id,
+            "id": run.run_id,
+            "task": run.task,
+            "queue": run.queue,
+            "key": run.key,
+            "status": run.status,
+            "attempts": run.attempts,
+            "error": run.error,
+            "payload": run.payload,
+            "started": run.started,
+            "ended": run.ended,
+        }
+        for message_id, run in runs
+    ]
+    return {"runs": _DUMPS(rows), "worker_id": worker_id()}
 
 
 def write_runs(alias: str, messages: Sequence[Any], *, queue: str) -> int:

@@ -217,6 +217,22 @@ def test_odd_exception_text_is_stored_and_a_huge_traceback_cut(queue: PostgresQu
     assert len(error["traceback"]) == MAX_TRACEBACK_CHARS
 
 
+def test_keys_and_payloads_of_any_text_are_stored_exactly(queue: PostgresQueue) -> None:
+    # The batch travels as one JSON text: quotes, backslashes, non-ASCII and
+    # astral characters must come back as they went in.
+    key = 'job:"quoted" back\\slash \u00e9t\u00e9 \U0001f600 tab\t'
+    token = enqueue_claimed(queue, key, {"text": key}, window_seconds=300)
+
+    def fail(task: Any) -> None:
+        raise Failure(task["text"])
+
+    drain(queue, make_task(fail, max_retries=0))
+    run = runs()[str(token)]
+    assert (run["key"], run["status"]) == (key, "FAILED")
+    assert json.loads(run["payload"]) == {"text": key}
+    assert run["errors"][0]["message"] == key
+
+
 def test_a_settlement_after_the_lease_ran_out_records_nothing(queue: PostgresQueue) -> None:
     send(queue, 1)
     batch = queue.receive(max_messages=1)

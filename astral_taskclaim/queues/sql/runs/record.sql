@@ -3,8 +3,12 @@
 -- in one statement for a batch. A run twice in the batch (a duplicate
 -- delivery) counts its latest attempt. An attempt older than the row's
 -- latest (the late settlement of an earlier delivery) adds its error and
--- worker but leaves status and finish alone. Times are epoch seconds;
--- errors and payloads JSON text (NULL: none).
+-- worker but leaves status and finish alone.
+--
+-- The batch comes as one JSON array of objects (`runs`), times in epoch
+-- seconds, error and payload JSON text (null: none): one text parameter
+-- costs the client one C-encoded json.dumps, where eleven arrays cost
+-- psycopg a Python dump per element (about 30 µs per run, measured).
 INSERT INTO taskclaim.run AS run
   (id, task, queue, key, status, attempts, errors, worker_ids, payload,
    started_at, last_attempted_at, finished_at)
@@ -16,12 +20,10 @@ SELECT DISTINCT ON (r.id)
   to_timestamp(r.started),
   to_timestamp(r.started),
   CASE WHEN r.status <> 'RETRYING' THEN to_timestamp(r.ended) END
-FROM unnest(
-  %(run_messages)s::bigint[], %(run_ids)s::uuid[], %(run_tasks)s::text[],
-  %(run_queues)s::text[], %(run_keys)s::text[], %(run_statuses)s::text[],
-  %(run_attempts)s::int[], %(run_errors)s::text[], %(run_payloads)s::text[],
-  %(run_started)s::float8[], %(run_ended)s::float8[]
-) AS r (message, id, task, queue, key, status, attempts, error, payload, started, ended)
+FROM json_to_recordset(%(runs)s::json) AS r (
+  message bigint, id uuid, task text, queue text, key text, status text, attempts int,
+  error text, payload text, started float8, ended float8
+)
 WHERE true
 ORDER BY r.id, r.attempts DESC
 ON CONFLICT (id) DO UPDATE SET
