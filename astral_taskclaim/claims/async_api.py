@@ -27,7 +27,9 @@ remote queue with an outbox) writes claim and message in one statement.
 Any other queue's ``send`` is blocking code (an HTTP request, a boto3 call, a write through
 Django's connection); it runs in the event loop's thread pool
 (``sync_to_async(thread_sensitive=False)``), so sends run side by side and
-the queue's ``send`` must be thread-safe (the stock ones are). The claim is
+the queue's ``send`` must be thread-safe (the stock ones are); a queue
+with a coroutine ``asend(body)`` of its own (the Tasks backend's sender,
+which records its result row on the loop) is awaited instead. The claim is
 written first and released if the send fails, as in the sync call; a
 caller cancelled in between (a client that went away) does not stop the
 send, so the key is never left claimed with nothing queued.
@@ -36,6 +38,7 @@ send, so the key is never left claimed with nothing queued.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import uuid
 from typing import Any
@@ -138,10 +141,15 @@ async def _claim_then_send(
     claimed = await aclaim_task(key, window_seconds=window_seconds, using=alias)
     if claimed is None:
         return None
+    body = message_body(key, claimed, window_seconds, task)
+    # A sender with a coroutine asend of its own (the Tasks backend's, which
+    # writes its result row on this loop) is awaited, not run in a thread.
+    asend = getattr(queue, "asend", None)
     try:
-        await sync_to_async(queue.send, thread_sensitive=False)(
-            message_body(key, claimed, window_seconds, task)
-        )
+        if asend is not None and inspect.iscoroutinefunction(asend):
+            await asend(body)
+        else:
+            await sync_to_async(queue.send, thread_sensitive=False)(body)
     except Exception:
         try:
             await arelease_task(key, claimed, using=alias)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import sync_to_async
 
 from astral_taskclaim.claims.async_api import aenqueue_claimed
 from astral_taskclaim.db.aio_pool import pool
@@ -25,15 +25,24 @@ __all__ = ["LoopRecordingSender", "aenqueue_elsewhere", "aenqueue_in_database"]
 
 class LoopRecordingSender(RecordingSender):
     """A :class:`~.sending.RecordingSender` for ``aenqueue_claimed``, which
-    calls ``send`` in a worker thread: the thread hands the result row's
-    statements back to the event loop, to run on its own connections (a
-    Django connection opened in a pool thread would never be closed)."""
+    awaits its :meth:`asend`: the result row's statements run on the event
+    loop's own connections, and only the queue's blocking ``send`` goes to
+    a worker thread (a Django connection opened there would never be
+    closed, and a thread handing statements back to the loop costs one
+    thread per enqueue)."""
 
-    def run_statement(self, path: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        return async_to_sync(self._arun_statement)(path, params)
-
-    async def _arun_statement(self, path: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        return await (await pool(self.database)).run(path, params)
+    async def asend(self, body: dict[str, Any]) -> None:
+        """:meth:`~.sending.RecordingSender.send` on the event loop."""
+        connections = await pool(self.database)
+        delay = self.recorded(body, await connections.run(*self.record_statement(body)))
+        try:
+            await sync_to_async(self.queue.send, thread_sensitive=False)(body, delay_seconds=delay)
+        except Exception:
+            try:
+                await connections.run(*self.forget_statement(body))
+            except Exception:
+                self.log_forget_failure(body)
+            raise
 
 
 async def aenqueue_in_database(

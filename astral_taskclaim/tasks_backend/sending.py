@@ -141,21 +141,36 @@ class RecordingSender:
 
     def send(self, body: dict[str, Any]) -> None:
         """Records the run, then sends ``body`` to the queue."""
-        self.request.token = body["claim"]
-        rows = self.run_statement("tasks/record.sql", self.request.row_params())
-        self.enqueued_at = rows[0][0]
-        # A run further out is delivered early and sent again until due.
-        delay = min(self.request.delay_seconds(), self.queue.max_send_delay_seconds)
+        delay = self.recorded(body, self.run_statement(*self.record_statement(body)))
         try:
             self.queue.send(body, delay_seconds=delay)
         except Exception:
             try:
-                self.run_statement("tasks/forget.sql", {"token": body["claim"]})
+                self.run_statement(*self.forget_statement(body))
             except Exception:
-                logger.error(
-                    "run %s: send failed, then deleting its result row failed",
-                    body["claim"],
-                    exc_info=True,
-                    extra={"event": "tasks.result_forget_failed", "queue": self.queue.alias},
-                )
+                self.log_forget_failure(body)
             raise
+
+    def record_statement(self, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The statement recording the run of ``body`` (under its claim token)."""
+        self.request.token = body["claim"]
+        return "tasks/record.sql", self.request.row_params()
+
+    def recorded(self, body: dict[str, Any], rows: list[tuple[Any, ...]]) -> float:
+        """Notes the recorded row's enqueue time; the send's delay (a run
+        further out is delivered early and sent again until due)."""
+        self.enqueued_at = rows[0][0]
+        return min(self.request.delay_seconds(), self.queue.max_send_delay_seconds)
+
+    def forget_statement(self, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The statement deleting the row of ``body``'s run after a failed send."""
+        return "tasks/forget.sql", {"token": body["claim"]}
+
+    def log_forget_failure(self, body: dict[str, Any]) -> None:
+        """Logs (in the ``except`` block) that deleting the row failed too."""
+        logger.error(
+            "run %s: send failed, then deleting its result row failed",
+            body["claim"],
+            exc_info=True,
+            extra={"event": "tasks.result_forget_failed", "queue": self.queue.alias},
+        )

@@ -3,6 +3,7 @@ loop: each test mirrors a sync one (same results, rows and coalescing)."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from dataclasses import fields
 from typing import Any
@@ -17,6 +18,7 @@ from astral_taskclaim.tasks_backend.compat import (
     TaskResultStatus,
     task_enqueued,
 )
+from astral_taskclaim.tasks_backend.sending import RecordingSender
 from tests.aiokit import run
 
 from . import jobs
@@ -137,6 +139,34 @@ def test_a_remote_queue_coalesces_and_records_too(memory_backend: Any) -> None:
     assert len(memory_backend.entries) == 1
     assert jobs.refresh.get_result(first.id).status == TaskResultStatus.READY
     assert claims() == [(f"{jobs.refresh.module_path}:[[9],{{}}]", first.id)]
+
+
+def test_a_remote_queue_records_its_run_on_the_event_loop_and_sends_in_a_thread(
+    memory_backend: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from astral_taskclaim.queues.memory import MemoryQueue
+
+    loop_thread = threading.get_ident()
+    recorded_in: list[int] = []
+    sent_in: list[int] = []
+    record, send = RecordingSender.recorded, MemoryQueue.send
+
+    def noting_record(self: Any, body: Any, rows: Any) -> float:
+        recorded_in.append(threading.get_ident())
+        return record(self, body, rows)
+
+    def noting_send(self: Any, body: Any, *, delay_seconds: float = 0) -> None:
+        sent_in.append(threading.get_ident())
+        send(self, body, delay_seconds=delay_seconds)
+
+    monkeypatch.setattr(RecordingSender, "recorded", noting_record)
+    monkeypatch.setattr(MemoryQueue, "send", noting_send)
+    result = run(jobs.refresh.aenqueue(5))
+    assert jobs.refresh.get_result(result.id).status == TaskResultStatus.READY
+    assert recorded_in == [loop_thread]  # no hop from a thread back to the loop
+    assert len(sent_in) == 1
+    assert sent_in[0] != loop_thread  # the blocking send, in a worker thread
 
 
 def test_a_failed_send_to_a_remote_queue_leaves_no_result_or_claim(
