@@ -3,6 +3,7 @@ enqueue the database acknowledged, and the audit of what ran.
 
 - :class:`Producer`: ``enqueue_claimed`` on a queue (the PostgreSQL queue
   the workers consume, or the SQS queue's outbox the relay empties).
+- :class:`BulkProducer`: ``enqueue_claimed_many`` of several keys at once.
 - :class:`AsyncProducer`: ``aenqueue_claimed`` on the app's async pool.
 - :class:`TaskProducer`: Django Tasks' ``enqueue()`` on this app's backend,
   each acknowledged run's result id kept.
@@ -24,10 +25,21 @@ from typing import Any
 from django.db import DatabaseError, connection
 
 from astral_taskclaim.claims.async_api import aclose_connections, aenqueue_claimed
-from astral_taskclaim.claims.claim import Sender, enqueue_claimed
+from astral_taskclaim.claims.bulk import enqueue_claimed_many
+from astral_taskclaim.claims.claim import enqueue_claimed
+from astral_taskclaim.claims.writing import Sender
 from tests.failover.workerapp.tasks import noted
 
-__all__ = ["KEYS", "WINDOW", "Ack", "AsyncProducer", "Producer", "TaskProducer", "overlaps"]
+__all__ = [
+    "KEYS",
+    "WINDOW",
+    "Ack",
+    "AsyncProducer",
+    "BulkProducer",
+    "Producer",
+    "TaskProducer",
+    "overlaps",
+]
 
 KEYS = 20
 WINDOW = 1.0  # seconds: each key is claimed again many times in a run
@@ -100,6 +112,38 @@ class Producer(threading.Thread):
         self.stopping.set()
         self.join(PROGRESS_DEADLINE)
         assert not self.is_alive(), f"the {self.kind} producer did not stop"
+
+
+class BulkProducer(Producer):
+    """``enqueue_claimed_many`` of :data:`BATCH` keys a call (one statement
+    on the PostgreSQL queue), each key's acknowledgement its own ack."""
+
+    BATCH = 5
+
+    def run(self) -> None:
+        assert self.queue is not None
+        try:
+            for call in itertools.count():
+                if self.stopping.is_set():
+                    return
+                seqs = range(call * self.BATCH + 1, (call + 1) * self.BATCH + 1)
+                items = [
+                    (f"{self.kind}{seq % KEYS}", {"kind": self.kind, "seq": seq}) for seq in seqs
+                ]
+                sent = time.time()
+                try:
+                    tokens = enqueue_claimed_many(self.queue, items, window_seconds=WINDOW)
+                except DatabaseError:
+                    self.errors += 1
+                    connection.close()
+                    self.stopping.wait(0.05)
+                    continue
+                answered = time.time()
+                for seq, (key, _), token in zip(seqs, items, tokens, strict=True):
+                    if token is not None:
+                        self.acks.append(Ack(self.kind, key, seq, token, sent, answered))
+        finally:
+            connection.close()
 
 
 class TaskProducer(Producer):

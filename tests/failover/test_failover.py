@@ -28,13 +28,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from django.db import connection
-from django.test import override_settings
+from django.contrib.auth.models import User
+from django.db import close_old_connections, connection
+from django.test import Client, override_settings
+from django.urls import reverse
 
 from astral_taskclaim.queues import queues
 from tests.failover.cluster import Cluster
 from tests.failover.fleet import DRAIN_DEADLINE, LOOK_EVERY, Fleet, queues_config, sqs_deliveries
-from tests.failover.load import AsyncProducer, Producer, TaskProducer, overlaps
+from tests.failover.load import AsyncProducer, BulkProducer, Producer, TaskProducer, overlaps
 from tests.queues.servers import MotoSQS, running_moto
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -43,6 +45,26 @@ FAILOVERS = int(os.environ.get("TASKCLAIM_FAILOVERS", "2"))
 WORKERS = 2
 CONCURRENCY = 3
 UNFINISHED = ("READY", "RUNNING")
+#: Admin pages asked for after each failover: they must answer from the
+#: new primary, as a request after a failover would.
+ADMIN_PAGES = (
+    "admin:astral_taskclaim_claim_changelist",
+    "admin:astral_taskclaim_queuemessage_changelist",
+    "admin:astral_taskclaim_claimedrun_changelist",
+)
+
+
+def admin_answers(client: Client) -> dict[str, int]:
+    """Each of :data:`ADMIN_PAGES`' status code, each request framed as a
+    server frames it: Django's test client leaves out the handler's
+    ``close_old_connections()`` at a request's start and end, which is what
+    lets the next request connect to the new primary."""
+    answers = {}
+    for name in ADMIN_PAGES:
+        close_old_connections()
+        answers[name] = client.get(reverse(name)).status_code
+        close_old_connections()
+    return answers
 
 
 @pytest.fixture
@@ -134,21 +156,25 @@ def test_nothing_lost_and_no_window_shared_across_failovers(
     cluster: Cluster, fleet: Fleet, sqs: tuple[MotoSQS, str]
 ) -> None:
     began = time.monotonic()
+    admin = Client()
+    admin.force_login(User.objects.create_superuser("admin", "admin@example.com", "-"))
     fleet.start_workers(WORKERS, CONCURRENCY)
     fleet.start_relay()
     producers = [
         Producer("job", queues["jobs"]),
+        BulkProducer("bulk", queues["jobs"]),
         AsyncProducer("async", queues["jobs"]),
         TaskProducer(),
         Producer("outbox", queues["outbox"]),
     ]
     for producer in producers:
         producer.start()
-    failovers = []
+    failovers, pages = [], []
     for number in range(FAILOVERS):
         for producer in producers:
             producer.await_acks(20)
         failovers.append(fail_over(cluster, number, producers))
+        pages.append(admin_answers(admin))
     for producer in producers:
         producer.await_acks(20)
     for producer in producers:
@@ -183,6 +209,7 @@ def test_nothing_lost_and_no_window_shared_across_failovers(
     )
     assert shared == [], f"claim windows shared: {shared[:5]}"
     assert bad_exits == []
+    assert pages == [dict.fromkeys(ADMIN_PAGES, 200)] * FAILOVERS, pages
     assert [storm for count in logs if (storm := count.storm())] == []
 
 
