@@ -19,16 +19,16 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from asgiref.sync import async_to_sync
 from django.db import connections, transaction
 
 from astral_taskclaim import signals
 from astral_taskclaim.claims.claim import hold_task, release_task
 from astral_taskclaim.claims.writing import discard_broken_connection, in_transaction, resolve_alias
+from astral_taskclaim.consumer.event_loop import run_awaitable
 from astral_taskclaim.consumer.failures import (
     DeliveriesExhausted,
     describe_error,
@@ -165,7 +165,9 @@ class Consumer(MessageConsumer):
             signals.send(signals.task_started, queue, found, attempts, task)
             result = self.run(task)
             if result is not None and inspect.isawaitable(result):
-                async_to_sync(_wait)(result)
+                # On the process's one event loop, beside every other
+                # async run (see consumer.event_loop).
+                run_awaitable(result)
         except BaseException as error:
             if not is_task_failure(error):
                 raise
@@ -300,8 +302,8 @@ def consume_claimed(
     - ``parse(task)`` returning ``None`` or raising: logged, claim released, acked.
     - ``run(task)`` returning: acked; the claim is kept to the end of its
       window, so triggers inside the window coalesce. (``run`` may return an
-      awaitable, which is awaited.) ``run`` must be idempotent: delivery is
-      at least once.
+      awaitable, which is awaited on the process's one event loop.) ``run``
+      must be idempotent: delivery is at least once.
     - ``run`` raising with ``attempts <= max_retries``: retried after
       :func:`retry_delay_seconds` (with ``retry_after_ms(exception)``; a
       raising ``retry_after_ms`` counts as none), times
@@ -326,7 +328,3 @@ def consume_claimed(
     """
     options = TaskOptions(parse, run, max_retries, retry_after_ms)
     return Consumer.create(options, using=using).consume(batch)
-
-
-async def _wait(awaitable: Awaitable[object]) -> None:
-    await awaitable
