@@ -19,10 +19,11 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from asgiref.sync import async_to_sync
 from django.db import connections, transaction
 
 from astral_taskclaim import signals
@@ -165,9 +166,15 @@ class Consumer(MessageConsumer):
             signals.send(signals.task_started, queue, found, attempts, task)
             result = self.run(task)
             if result is not None and inspect.isawaitable(result):
-                # On the process's one event loop, beside every other
-                # async run (see consumer.event_loop).
-                run_awaitable(result)
+                if connections[self.alias].in_atomic_block:
+                    # Only a TestCase's (consuming refuses a transaction):
+                    # the run's ORM calls stay on this thread's connection,
+                    # in the test's transaction.
+                    async_to_sync(_wait)(result)
+                else:
+                    # On the process's one event loop, beside every other
+                    # async run (see consumer.event_loop).
+                    run_awaitable(result)
         except BaseException as error:
             if not is_task_failure(error):
                 raise
@@ -328,3 +335,7 @@ def consume_claimed(
     """
     options = TaskOptions(parse, run, max_retries, retry_after_ms)
     return Consumer.create(options, using=using).consume(batch)
+
+
+async def _wait(awaitable: Awaitable[object]) -> None:
+    await awaitable

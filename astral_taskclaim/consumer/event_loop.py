@@ -16,7 +16,8 @@ the process, its calls one after another. That thread's connections are
 closed as Django closes a request's after each run (``close_old_connections``:
 one that failed, or is older than ``CONN_MAX_AGE``), and for good when the
 last :func:`event_loop_scope` ends (each worker's run is one), which also
-stops the loop.
+stops the loop. (Inside a ``TestCase``'s atomic block the consumer awaits a
+run on the calling thread instead, so its ORM calls see the test's data.)
 
 A task that blocks the loop (``time.sleep()``, a sync HTTP call) holds up
 every async task of the process for as long; sync tasks, other queues, lease

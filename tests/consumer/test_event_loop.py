@@ -12,6 +12,7 @@ from django.db import connections
 from astral_taskclaim import claim_task, consume_claimed, signals
 from astral_taskclaim.consumer.event_loop import event_loop_scope, run_awaitable
 from astral_taskclaim.queues.messages import MessageBatch, ReceivedMessage
+from tests.testapp.models import Room
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
 
@@ -102,3 +103,35 @@ def test_signals_come_in_the_order_of_a_sync_run() -> None:
         for signal, receiver in receivers.items():
             signal.disconnect(receiver)
     assert seen == ["started", "run", "finished", "started", "run", "retried"]
+
+
+def test_an_async_failure_is_retried_after_its_retry_after() -> None:
+    class Throttled(Exception):
+        retry_after_ms = 120_000
+
+    async def run(task: Any) -> None:
+        raise Throttled()
+
+    message = delivered("a", 1)
+    batch = MessageBatch(queue="refresh", messages=[message])
+    summary = consume_claimed(
+        batch,
+        parse=lambda task: task,
+        run=run,
+        max_retries=3,
+        retry_after_ms=lambda error: getattr(error, "retry_after_ms", None),
+    )
+    assert summary.retry_delays == [120]
+    assert message.settlement == "retry"
+
+
+@pytest.mark.django_db
+def test_in_a_test_case_an_async_run_sees_the_tests_transaction() -> None:
+    Room.objects.create(name="seen")  # not committed: only the test's connection sees it
+    found: list[bool] = []
+
+    async def run(task: Any) -> None:
+        found.append(await Room.objects.filter(name="seen").aexists())
+
+    consume(run, delivered("a", 1))
+    assert found == [True]
