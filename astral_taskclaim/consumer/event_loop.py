@@ -47,8 +47,8 @@ _scopes = 0
 
 
 class _Escaped(Exception):
-    """Carries a ``SystemExit`` or ``KeyboardInterrupt`` raised by a run out
-    of the loop, which would otherwise stop the loop itself."""
+    """Carries a ``BaseException`` a run raised out of the loop, to be
+    raised again as it was in the waiting thread."""
 
     def __init__(self, error: BaseException) -> None:
         super().__init__()
@@ -70,7 +70,9 @@ def _loop() -> asyncio.AbstractEventLoop:
 async def _guarded(awaitable: Awaitable[object]) -> object:
     try:
         return await awaitable
-    except (SystemExit, KeyboardInterrupt) as error:
+    except (SystemExit, KeyboardInterrupt, asyncio.CancelledError) as error:
+        # The first two would stop the loop; the last would reach the lane
+        # as concurrent.futures' CancelledError, without its traceback.
         raise _Escaped(error) from None
     finally:
         # As Django does after a request: drop a connection that failed or

@@ -57,6 +57,12 @@ def test_an_async_run_raising_a_base_exception_is_a_failed_attempt(error: BaseEx
 
     message = delivered("a", 1)
     result: list[Any] = []
+    raised: list[BaseException] = []
+
+    def on_retried(sender: Any, error: BaseException, **kwargs: Any) -> None:
+        raised.append(error)
+
+    signals.task_retried.connect(on_retried)
 
     # Off the main thread, as in a worker's lane: a KeyboardInterrupt is the task's.
     def in_lane() -> None:
@@ -68,6 +74,8 @@ def test_an_async_run_raising_a_base_exception_is_a_failed_attempt(error: BaseEx
     thread = threading.Thread(target=in_lane)
     thread.start()
     thread.join(60)
+    signals.task_retried.disconnect(on_retried)
+    assert raised == [error]  # the run's own exception, as a sync run's would be
     assert result[0].retried == 1
     assert message.settlement == "retry"
     assert run_awaitable(current_loop()).is_running()  # the loop survived it
