@@ -29,6 +29,7 @@ from django.db import connections, transaction
 from astral_taskclaim import signals
 from astral_taskclaim.claims.claim import hold_task, release_task
 from astral_taskclaim.claims.writing import discard_broken_connection, in_transaction, resolve_alias
+from astral_taskclaim.consumer.event_loop import run_awaitable
 from astral_taskclaim.consumer.failures import (
     DeliveriesExhausted,
     describe_error,
@@ -165,7 +166,15 @@ class Consumer(MessageConsumer):
             signals.send(signals.task_started, queue, found, attempts, task)
             result = self.run(task)
             if result is not None and inspect.isawaitable(result):
-                async_to_sync(_wait)(result)
+                if connections[self.alias].in_atomic_block:
+                    # Only a TestCase's (consuming refuses a transaction):
+                    # the run's ORM calls stay on this thread's connection,
+                    # in the test's transaction.
+                    async_to_sync(_wait)(result)
+                else:
+                    # On the process's one event loop, beside every other
+                    # async run (see consumer.event_loop).
+                    run_awaitable(result)
         except BaseException as error:
             if not is_task_failure(error):
                 raise
@@ -300,8 +309,8 @@ def consume_claimed(
     - ``parse(task)`` returning ``None`` or raising: logged, claim released, acked.
     - ``run(task)`` returning: acked; the claim is kept to the end of its
       window, so triggers inside the window coalesce. (``run`` may return an
-      awaitable, which is awaited.) ``run`` must be idempotent: delivery is
-      at least once.
+      awaitable, which is awaited on the process's one event loop.) ``run``
+      must be idempotent: delivery is at least once.
     - ``run`` raising with ``attempts <= max_retries``: retried after
       :func:`retry_delay_seconds` (with ``retry_after_ms(exception)``; a
       raising ``retry_after_ms`` counts as none), times

@@ -45,6 +45,7 @@ import psycopg
 from django.db import Error as DjangoDatabaseError
 
 from astral_taskclaim.consumer.dispatch import QueueConsumer
+from astral_taskclaim.consumer.event_loop import event_loop_scope
 from astral_taskclaim.consumer.summary import ConsumeSummary, TaskRun, WorkerStats
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.logtext import printable
@@ -187,10 +188,11 @@ class Worker:
                 extra={"event": "worker.leases_not_extended", "queue": self.queue},
             )
         try:
-            if self.concurrency > 1:
-                SideBySide(self).run()
-            else:
-                OneAtATime(self).run()
+            with event_loop_scope():  # async runs share one loop while it runs
+                if self.concurrency > 1:
+                    SideBySide(self).run()
+                else:
+                    OneAtATime(self).run()
         finally:
             self.backend.close()
         # The totals go in the record's fields; the text stays apart from

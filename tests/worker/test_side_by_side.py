@@ -3,6 +3,7 @@ settled and stopped as one at a time would be."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import uuid
@@ -10,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.db import OperationalError, connection, connections
 
 from astral_taskclaim.claims.claim import enqueue_claimed
@@ -18,6 +20,7 @@ from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
 from astral_taskclaim.worker.loop import Worker
 from astral_taskclaim.worker.side_by_side import default_batch_size
 from tests.eventkit import EventWaiter
+from tests.testapp.models import Room
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
 
@@ -211,3 +214,106 @@ def test_a_database_error_in_a_lane_hands_the_message_back_and_reconnects(
     assert (worker.stats.database_errors, worker.stats.returned) == (1, 1)
     assert sorted(ran) == [1, 2]  # message 1 came back at once and ran
     assert rows(queue) == []
+
+
+class AsyncGate:
+    """:class:`Gate` for ``async def`` runs: holds each on the loop (no
+    thread blocked there) until :meth:`open`; each writes a Room first."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.running: set[int] = set()
+        self.loops: set[int] = set()
+        self.threads: set[str] = set()
+        self.connections: list[Any] = []
+        self.all_in = threading.Event()
+        self._release = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def __call__(self, task: Any) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.loops.add(id(self._loop))
+        self.threads.add(threading.current_thread().name)
+        await Room.objects.acreate(name=f"room {task['id']}")
+        self.connections.append(await sync_to_async(lambda: connection.connection)())
+        self.running.add(task["id"])
+        if len(self.running) >= self.count:
+            self.all_in.set()
+        await asyncio.wait_for(self._release.wait(), 60)
+
+    def open(self) -> None:
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._release.set)
+
+
+def test_async_runs_share_one_event_loop_and_write_through_the_orm(queue: PostgresQueue) -> None:
+    send(queue, *range(1, 9))
+    gate = AsyncGate(4)
+    worker = Worker("jobs", task=make_task(gate), backend=queue, concurrency=4, burst=True, wait=0)
+    thread = in_thread(worker)
+    assert gate.all_in.wait(30)  # four coroutines in flight at once, on one loop
+    gate.open()
+    thread.join(60)
+    assert (worker.stats.ok, worker.stats.received, worker.stats.returned) == (8, 8, 0)
+    assert rows(queue) == []
+    assert len(gate.loops) == 1
+    assert gate.threads == {"taskclaim-event-loop"}
+    assert sorted(Room.objects.values_list("name", flat=True)) == [f"room {i}" for i in range(1, 9)]
+    # The runs in flight together share the one thread-sensitive connection;
+    # each is closed (after a run, as CONN_MAX_AGE=0 says, or as the worker stopped).
+    assert len({id(c) for c in gate.connections[:4]}) == 1
+    assert all(c.closed for c in gate.connections)
+    assert "taskclaim-event-loop" not in {t.name for t in threading.enumerate()}
+
+
+def test_stop_with_async_runs_in_flight_lets_them_finish(queue: PostgresQueue) -> None:
+    send(queue, *range(1, 11))
+    gate = AsyncGate(3)
+    worker = Worker("jobs", task=make_task(gate), backend=queue, concurrency=3, batch_size=10)
+    with EventWaiter("worker.handed_back") as handed_back:
+        thread = in_thread(worker)
+        try:
+            assert gate.all_in.wait(30)
+            worker.stop()  # the first SIGTERM
+            assert handed_back.wait(30)
+        finally:
+            gate.open()
+            thread.join(60)
+    assert (worker.stats.ok, worker.stats.returned) == (3, 7)
+    assert sorted(i for i, *_ in rows(queue)) == sorted(set(range(1, 11)) - gate.running)
+
+
+def test_an_async_run_blocking_the_loop_holds_up_async_runs_only(queue: PostgresQueue) -> None:
+    send(queue, 1, 2)
+    blocking, done = threading.Event(), threading.Event()
+
+    async def run(task: Any) -> None:
+        if task["id"] == 1:
+            blocking.set()
+            assert done.wait(60)  # blocks the loop, as time.sleep() would
+        else:
+            done.set()
+
+    def sync_run(task: Any) -> None:
+        assert blocking.wait(60)
+        done.set()  # a sync run on its lane goes on while the loop is blocked
+
+    sync_queue = PostgresQueue("jobs", options={"queue_name": f"side-{uuid.uuid4().hex}"})
+    try:
+        assert enqueue_claimed(sync_queue, "sync:1", {"id": 3}, window_seconds=300)
+        stuck = Worker(
+            "jobs", task=make_task(run), backend=queue, concurrency=2, burst=True, wait=0
+        )
+        other = Worker(
+            "jobs", task=make_task(sync_run), backend=sync_queue, concurrency=2, burst=True, wait=0
+        )
+        threads = [in_thread(stuck), in_thread(other)]
+        for thread in threads:
+            thread.join(60)
+        assert (stuck.stats.ok, other.stats.ok) == (2, 1)
+    finally:
+        sync_queue.close()
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "DELETE FROM taskclaim.message WHERE queue = %s", [sync_queue.queue_name]
+            )
