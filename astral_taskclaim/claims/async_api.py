@@ -50,12 +50,11 @@ from astral_taskclaim.claims.writing import (
     async_write_alias,
     claim_params,
     hold_params,
-    log_release_failure,
+    log_claim_left,
     plan,
     release_params,
 )
 from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, encode_json, message_body
-from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.validation import validate_key, validate_window
 from astral_taskclaim.db.aio_pool import aclose_pools, pool
 
@@ -154,13 +153,7 @@ async def _claim_then_send(
         try:
             await arelease_task(key, claimed, using=alias)
         except Exception:
-            log_release_failure(
-                logger,
-                queue,
-                "task %s: send failed, then releasing its claim failed; key claimed for the window",
-                printable(key),
-                key=key,
-            )
+            log_claim_left(logger, queue, key)
         raise
     return claimed
 

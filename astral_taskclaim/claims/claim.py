@@ -27,14 +27,13 @@ from astral_taskclaim.claims.writing import (
     claim_params,
     discard_broken_connection,
     hold_params,
-    log_release_failure,
+    log_claim_left,
     plan,
     release_params,
     resolve_alias,
     run_in_savepoint,
 )
 from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, encode_json, message_body
-from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.redaction import redacting_filter
 from astral_taskclaim.core.validation import validate_key, validate_window
 from astral_taskclaim.db import statements
@@ -139,13 +138,7 @@ def enqueue_claimed(
         try:
             release_task(key, token, using=alias)
         except Exception:
-            log_release_failure(
-                logger,
-                queue,
-                "task %s: send failed, then releasing its claim failed; key claimed for the window",
-                printable(key),
-                key=key,
-            )
+            log_claim_left(logger, queue, key)
             discard_broken_connection(connections[alias])
         raise
     return token

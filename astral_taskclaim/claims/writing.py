@@ -20,6 +20,7 @@ from django.db import DatabaseError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from astral_taskclaim.core.envelope import validate_token
+from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.redaction import redacting_filter
 from astral_taskclaim.core.validation import (
     check_configured,
@@ -39,6 +40,7 @@ __all__ = [
     "discard_broken_connection",
     "hold_params",
     "in_transaction",
+    "log_claim_left",
     "log_release_failure",
     "plan",
     "release_params",
@@ -205,6 +207,18 @@ def log_release_failure(
     the record carries the release's traceback."""
     extra = {"event": "queue.claim_release_failed", "queue": getattr(queue, "name", None)}
     log.error(message, *args, exc_info=True, extra={**extra, **fields})
+
+
+def log_claim_left(log: logging.Logger, queue: Any, key: str) -> None:
+    """:func:`log_release_failure` of one key: its send failed, then
+    releasing its claim failed, so the key stays claimed for the window."""
+    log_release_failure(
+        log,
+        queue,
+        "task %s: send failed, then releasing its claim failed; key claimed for the window",
+        printable(key),
+        key=key,
+    )
 
 
 def discard_broken_connection(connection: BaseDatabaseWrapper) -> None:
