@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -24,6 +25,28 @@ import psycopg
 from psycopg import sql
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_module(
+    module: str, args: Sequence[str], url: str, env: dict[str, str] | None = None
+) -> str:
+    """The standard output of ``python -m module *args`` run from the
+    checkout against the benchmark database ``url`` (with ``env`` added to
+    the environment); ``RuntimeError`` with the tail of its stderr if it
+    fails. The peers' sides run this way, each in a process of its own."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        env=dict(os.environ, TASKCLAIM_BENCH_DATABASE_URL=url, **(env or {})),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{module} {' '.join(args)} failed:\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
 RESULTS = Path(__file__).resolve().parent / "results"
 DATA_DIR = ROOT / ".pgdata-bench"
 #: Every database the benchmarks create starts with this, so a shared server

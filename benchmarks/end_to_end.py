@@ -23,9 +23,6 @@ that tool's figure. Each figure is the median of ``--runs`` interleaved runs.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
 
 from . import common, systems
@@ -78,18 +75,7 @@ def setup(ctx: Context) -> dict[str, str]:
 
 
 def _call(url: str, args: list[str]) -> str:
-    env = dict(os.environ, TASKCLAIM_BENCH_DATABASE_URL=url)
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.peers", *args],
-        env=env,
-        cwd=common.ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"benchmarks.peers {' '.join(args)} failed:\n{done.stderr[-2000:]}")
-    return done.stdout
+    return common.run_module("benchmarks.peers", args, url)
 
 
 def drive(

@@ -28,9 +28,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 from contextlib import ExitStack
 from dataclasses import dataclass
 
@@ -106,20 +103,9 @@ RSS_TARGET = 1.2
 
 
 def _call(system: str, url: str, args: list[str], redis_url: str) -> dict[str, object]:
-    env = dict(os.environ, TASKCLAIM_BENCH_DATABASE_URL=url)
-    if redis_url:
-        env[io_peers.REDIS_URL] = redis_url
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.io_peers", system, *args],
-        env=env,
-        cwd=common.ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"io_peers {system} {' '.join(args)} failed:\n{done.stderr[-2000:]}")
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    env = {io_peers.REDIS_URL: redis_url} if redis_url else None
+    stdout = common.run_module("benchmarks.io_peers", [system, *args], url, env)
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
     return json.loads(lines[-1]) if lines else {}
 
 
