@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.apps import AppConfig
+from django.core.signals import setting_changed
 from django.db import connections
 from django.db.models.signals import post_migrate
 from django.utils.translation import gettext_lazy as _
@@ -65,8 +66,10 @@ class TaskClaimConfig(AppConfig):
         from astral_taskclaim.tasks import autodiscover
 
         autodiscover()
-        # Django Tasks backends of the app register their queues' runners.
-        from astral_taskclaim.tasks_backend import connect_backends
+        # The runners of the queues the app's Django Tasks backends send to,
+        # set again whenever the settings they follow change (tests).
+        from astral_taskclaim.tasks_backend import register_runners
 
-        connect_backends()
+        register_runners()
+        setting_changed.connect(register_runners, dispatch_uid="astral_taskclaim.runners")
         post_migrate.connect(after_migrate, sender=self, dispatch_uid="astral_taskclaim")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, TypedDict, TypeVar, Unpack, overload
 
 from django.core.exceptions import ImproperlyConfigured
@@ -33,7 +33,7 @@ from django.utils.module_loading import autodiscover_modules
 from astral_taskclaim.claims.async_api import aenqueue_claimed
 from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.consumer.consume import Consumer
-from astral_taskclaim.consumer.dispatch import QueueTasks, naming_task
+from astral_taskclaim.consumer.dispatch import QueueConsumer, QueueTasks, naming_task
 from astral_taskclaim.consumer.retry import RetryAfter, RetryAfterMs, requested_retry_after_ms
 from astral_taskclaim.consumer.summary import ConsumeSummary, MessageConsumer, TaskOptions
 from astral_taskclaim.core.validation import validate_max_retries, validate_window
@@ -73,19 +73,16 @@ class ClaimedTask(Generic[T]):
     keys never meet another's (keys are one space for all tasks otherwise).
     """
 
-    #: Whether other tasks may share this task's queue.
-    shareable = True
-
     def __init__(
         self,
         run: Callable[[T], object],
         *,
-        queue: str,
-        max_retries: int,
-        parse: Callable[[Any], T | None] | None,
-        retry_after_ms: RetryAfterMs | None,
-        name: str | None,
-        window_seconds: float | None,
+        queue: str = "default",
+        max_retries: int = 3,
+        parse: Callable[[Any], T | None] | None = None,
+        retry_after_ms: RetryAfterMs | None = None,
+        name: str | None = None,
+        window_seconds: float | None = None,
         history: HistoryMode | None = None,
         default: bool = False,
         key_namespace: str | None = None,
@@ -204,25 +201,24 @@ class _Resolved(TypedDict):
 
 
 class TaskRegistry:
-    """Claimed tasks by queue alias and name."""
+    """What consumes each queue: its claimed tasks by name, or the one
+    runner that has the queue to itself (a Django Tasks backend's, see
+    :func:`~astral_taskclaim.tasks_backend.register_runners`)."""
 
     def __init__(self) -> None:
         self._tasks: dict[str, dict[str, ClaimedTask[Any]]] = {}
+        self._runners: dict[str, QueueConsumer] = {}
         self._lock = threading.Lock()
 
     def register(self, task: ClaimedTask[Any]) -> ClaimedTask[Any]:
         """Adds ``task``; the same name again (a re-import) replaces it.
-        ``ImproperlyConfigured`` for a second default on a queue, or a task
-        that cannot share its queue (a Django Tasks runner) with another."""
+        ``ImproperlyConfigured`` for a second default on a queue, or a queue
+        a runner has to itself."""
         with self._lock:
+            runner = self._runners.get(task.queue)
+            if runner is not None:
+                raise _shared_with_runner(task.queue, runner, task.name)
             others = [t for t in self._tasks.get(task.queue, {}).values() if t.name != task.name]
-            alone = [t for t in (task, *others) if not t.shareable]
-            if others and alone:
-                other = others[0] if alone[0] is task else task
-                raise ImproperlyConfigured(
-                    f"queue {task.queue!r}: {alone[0].name} cannot share its queue, and "
-                    f"{other.name} is on it too; give each its own queue"
-                )
             if task.default and any(t.default for t in others):
                 raise ImproperlyConfigured(
                     f"queue {task.queue!r} already has a default task; {task.name} cannot be one"
@@ -230,6 +226,17 @@ class TaskRegistry:
             self._tasks.setdefault(task.queue, {})[task.name] = task
             task.registry = self
         return task
+
+    def set_runners(self, runners: Mapping[str, QueueConsumer]) -> None:
+        """Makes ``runners`` (queue alias → runner) the queues' runners,
+        replacing those set before. ``ImproperlyConfigured``, changing
+        nothing, for a queue that claimed tasks use."""
+        with self._lock:
+            for queue, runner in sorted(runners.items()):
+                tasks = list(self._tasks.get(queue, {}).values())
+                if tasks:
+                    raise _shared_with_runner(queue, runner, tasks[0].name)
+            self._runners = dict(runners)
 
     def unregister(self, queue: str, name: str | None = None) -> None:
         """Removes the task ``name`` of ``queue`` (every one when ``None``)."""
@@ -240,16 +247,24 @@ class TaskRegistry:
                 self._tasks.get(queue, {}).pop(name, None)
 
     def tasks_of(self, queue: str) -> list[ClaimedTask[Any]]:
-        """The tasks of ``queue``, in the order registered."""
+        """The claimed tasks of ``queue``, in the order registered."""
         return list(self._tasks.get(queue, {}).values())
 
-    def get(self, queue: str) -> ClaimedTask[Any] | QueueTasks:
-        """What consumes ``queue``: its task, or its tasks as a
+    def queues(self) -> set[str]:
+        """The queue aliases something here consumes."""
+        with self._lock:
+            return {queue for queue, tasks in self._tasks.items() if tasks} | set(self._runners)
+
+    def get(self, queue: str) -> QueueConsumer:
+        """What consumes ``queue``: its runner, its task, or its tasks as a
         :class:`~astral_taskclaim.consumer.dispatch.QueueTasks` when there
         are several; ``LookupError`` listing the registered ones."""
         with self._lock:
+            runner = self._runners.get(queue)
             tasks = self.tasks_of(queue)
             known = self.describe()
+        if runner is not None:
+            return runner
         if not tasks:
             raise LookupError(
                 f"no claimed task is registered for queue {queue!r}; {known}. Claimed tasks "
@@ -260,12 +275,15 @@ class TaskRegistry:
 
     def describe(self) -> str:
         """``registered: queue → task, ...`` (or that there are none)."""
-        pairs = [f"{q} → {', '.join(tasks)}" for q, tasks in sorted(self._tasks.items()) if tasks]
+        names = {q: list(tasks) for q, tasks in self._tasks.items() if tasks}
+        names.update((q, [runner.name]) for q, runner in self._runners.items())
+        pairs = [f"{q} → {', '.join(found)}" for q, found in sorted(names.items())]
         if not pairs:
             return "no claimed tasks are registered (is the app's tasks module imported?)"
         return "registered: " + ", ".join(pairs)
 
     def __iter__(self) -> Iterator[ClaimedTask[Any]]:
+        """The claimed tasks (not the runners)."""
         with self._lock:
             return iter([task for tasks in self._tasks.values() for task in tasks.values()])
 
@@ -293,40 +311,22 @@ class TaskRegistry:
     ) -> Callable[[Callable[[T], object]], ClaimedTask[T]]: ...
 
     def task(
-        self,
-        run: Callable[[T], object] | None = None,
-        /,
-        *,
-        queue: str = "default",
-        max_retries: int = 3,
-        parse: Callable[[Any], T | None] | None = None,
-        retry_after_ms: RetryAfterMs | None = None,
-        name: str | None = None,
-        window_seconds: float | None = None,
-        history: HistoryMode | None = None,
-        default: bool = False,
-        key_namespace: str | None = None,
+        self, run: Callable[[T], object] | None = None, /, **options: Any
     ) -> ClaimedTask[T] | Callable[[Callable[[T], object]], ClaimedTask[T]]:
         """Decorator registering a run function as a claimed task (see
-        :class:`ClaimedTask`); usable bare or with options."""
+        :class:`ClaimedTask` for the options); usable bare or with options."""
 
         def decorate(function: Callable[[T], object]) -> ClaimedTask[T]:
-            task = ClaimedTask(
-                function,
-                queue=queue,
-                max_retries=max_retries,
-                parse=parse,
-                retry_after_ms=retry_after_ms,
-                name=name,
-                window_seconds=window_seconds,
-                history=history,
-                default=default,
-                key_namespace=key_namespace,
-            )
-            self.register(task)
-            return task
+            return self.register(ClaimedTask(function, **options))
 
         return decorate if run is None else decorate(run)
+
+
+def _shared_with_runner(queue: str, runner: QueueConsumer, task: str) -> ImproperlyConfigured:
+    return ImproperlyConfigured(
+        f"queue {queue!r}: {runner.name} cannot share its queue, and {task} is on it too; "
+        "give each its own queue"
+    )
 
 
 #: The registry ``claimed_task`` and ``manage.py consume_claimed`` use.

@@ -40,7 +40,7 @@ DEFERRED = {
     ("astral_taskclaim.tasks_backend", "astral_taskclaim.tasks_backend.task"): (
         "optional: Django's Tasks framework (Django 6 or django-tasks)"
     ),
-    ("astral_taskclaim.tasks_backend", "astral_taskclaim.tasks_backend.compat"): (
+    ("astral_taskclaim.tasks_backend", "astral_taskclaim.tasks_backend.runner"): (
         "optional: Django's Tasks framework (Django 6 or django-tasks)"
     ),
     ("astral_taskclaim.admin.results", "astral_taskclaim.tasks_backend.results"): (

@@ -95,22 +95,37 @@ def test_a_queue_may_carry_several_tasks_with_one_default(tasks: TaskRegistry) -
     assert tasks.get("q") is again
 
 
-def test_a_task_that_cannot_share_its_queue_stays_alone(tasks: TaskRegistry) -> None:
-    class Alone(ClaimedTask[Any]):
-        shareable = False
+class _Runner:
+    """A queue's runner, as a Django Tasks backend's is."""
 
+    name = "runner"
+    window_seconds = None
+
+    def consumer(self, *, using: str | None = None) -> Any:
+        raise AssertionError("not run here")
+
+
+def test_a_runner_has_its_queue_to_itself(tasks: TaskRegistry) -> None:
+    runner = _Runner()
+    tasks.set_runners({"r": runner})
+    assert tasks.get("r") is runner
+    assert tasks.queues() == {"r"}
+    assert list(tasks) == []  # iterating gives the claimed tasks only
+    assert "r → runner" in tasks.describe()
+    with pytest.raises(ImproperlyConfigured, match="queue 'r': runner cannot share its queue"):
+        tasks.task(queue="r", name="first")(print)
+    assert tasks.tasks_of("r") == []
+
+
+def test_runners_are_refused_on_a_claimed_tasks_queue(tasks: TaskRegistry) -> None:
+    tasks.set_runners({"r": _Runner()})
     tasks.task(queue="q", name="first")(print)
-    alone = Alone(
-        print,
-        queue="q",
-        max_retries=1,
-        parse=None,
-        retry_after_ms=None,
-        name="runner",
-        window_seconds=None,
-    )
     with pytest.raises(ImproperlyConfigured, match="queue 'q': runner cannot share its queue"):
-        tasks.register(alone)
+        tasks.set_runners({"q": _Runner()})
+    # Nothing changed: the earlier runners stay, the task keeps its queue.
+    assert tasks.queues() == {"q", "r"}
+    tasks.set_runners({})
+    assert tasks.queues() == {"q"}
 
 
 def test_an_unknown_queue_lists_the_registered_tasks(tasks: TaskRegistry) -> None:

@@ -45,11 +45,15 @@ UNKNOWN_TASK_RETRIES = 3
 
 
 class QueueConsumer(Protocol):
-    """What a worker consumes a queue with: a claimed task, or a queue's
-    several (:class:`QueueTasks`)."""
+    """What a worker consumes a queue with: a claimed task, a queue's
+    several (:class:`QueueTasks`), or a Django Tasks backend's runner."""
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def window_seconds(self) -> float | None:
+        """The window of a message enqueued by hand that gives none."""
 
     def consumer(self, *, using: str | None = None) -> MessageConsumer: ...
 
@@ -57,9 +61,6 @@ class QueueConsumer(Protocol):
 class _Task(QueueConsumer, Protocol):
     @property
     def default(self) -> bool: ...
-
-    @property
-    def window_seconds(self) -> float | None: ...
 
 
 def naming_task(queue: BaseQueue, name: str) -> BaseQueue:

@@ -11,13 +11,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
+
+from astral_taskclaim.tasks import registry
 
 if TYPE_CHECKING:
     from astral_taskclaim.tasks_backend.backend import ClaimTaskBackend
     from astral_taskclaim.tasks_backend.task import ClaimTask
 
-__all__ = ["ClaimTask", "ClaimTaskBackend"]
+__all__ = ["ClaimTask", "ClaimTaskBackend", "register_runners"]
 
 
 def __getattr__(name: str) -> Any:
@@ -33,23 +36,41 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def connect_backends() -> None:
-    """Creates every ``TASKS`` backend that is a :class:`ClaimTaskBackend`,
-    so each registers the runner of its queues before a worker asks for it
-    (called when the app is ready)."""
-    configured = getattr(settings, "TASKS", None)
-    if not isinstance(configured, dict):
+def register_runners(*, setting: str | None = None, **kwargs: Any) -> None:
+    """Gives the task registry a :class:`~.runner.TaskRunner` for each queue
+    a :class:`ClaimTaskBackend` of ``TASKS`` sends to, read from the
+    settings (no backend is made): called when the app is ready, and as the
+    receiver of ``setting_changed`` when ``TASKS`` or ``TASKCLAIM_QUEUES``
+    change. ``ImproperlyConfigured`` for a queue two backends send to, or
+    one that claimed tasks use."""
+    if setting not in (None, "TASKS", "TASKCLAIM_QUEUES"):
         return
     try:
-        from astral_taskclaim.tasks_backend.backend import ClaimTaskBackend
-        from astral_taskclaim.tasks_backend.compat import task_backends
+        from astral_taskclaim.tasks_backend.backend import BackendOptions, ClaimTaskBackend
+        from astral_taskclaim.tasks_backend.runner import TaskRunner
     except ImportError:  # neither Django 6 nor django-tasks: no backend of ours
         return
-    for alias, config in configured.items():
+    configured = getattr(settings, "TASKS", None)
+    runners: dict[str, TaskRunner] = {}
+    for alias, config in configured.items() if isinstance(configured, dict) else ():
         path = config.get("BACKEND") if isinstance(config, dict) else None
         try:
             backend_class = import_string(path) if isinstance(path, str) else None
         except ImportError:
             continue  # the framework's own check reports it
-        if isinstance(backend_class, type) and issubclass(backend_class, ClaimTaskBackend):
-            task_backends[alias]
+        if not (isinstance(backend_class, type) and issubclass(backend_class, ClaimTaskBackend)):
+            continue
+        options = config.get("OPTIONS", {})
+        try:
+            read = BackendOptions.read(options if isinstance(options, dict) else {})
+        except ImproperlyConfigured:
+            continue  # a malformed TASKCLAIM_QUEUES: check E006 reports it
+        for queue in read.carrying:
+            runner = TaskRunner(backend_alias=alias, queue=queue, max_retries=read.max_retries)
+            other = runners.setdefault(queue, runner)
+            if other is not runner:
+                raise ImproperlyConfigured(
+                    f"queue {queue!r}: {runner.name} cannot share its queue, and "
+                    f"{other.name} is on it too; give each its own queue"
+                )
+    registry.set_runners(runners)

@@ -20,8 +20,9 @@ runs them. Results are stored in ``taskclaim.task_result`` in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -36,7 +37,6 @@ from astral_taskclaim.core.validation import max_retries_problem, raise_misconfi
 from astral_taskclaim.db import statements
 from astral_taskclaim.queues import BaseQueue, check_queue, queues
 from astral_taskclaim.queues.postgres import PostgresQueue
-from astral_taskclaim.tasks import registry
 from astral_taskclaim.tasks_backend import async_enqueue, results
 from astral_taskclaim.tasks_backend.compat import (
     BaseTaskBackend,
@@ -46,7 +46,6 @@ from astral_taskclaim.tasks_backend.compat import (
     normalize_json,
     task_enqueued,
 )
-from astral_taskclaim.tasks_backend.runner import TaskRunner
 from astral_taskclaim.tasks_backend.sending import ENQUEUE_TRIES, RecordingSender, RunRequest
 from astral_taskclaim.tasks_backend.task import ClaimTask, coalescing_key, validate_options
 
@@ -60,6 +59,53 @@ def _in_claims_database(queue: BaseQueue, database: str) -> PostgresQueue | None
     if isinstance(queue, PostgresQueue) and queue.claimed_insert(database) is not None:
         return queue
     return None
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """A backend's ``OPTIONS``, read without making the backend (the
+    worker's runners are set from them): each problem a message of E033,
+    its value replaced by the default."""
+
+    queue: str
+    queues: dict[str, str]
+    max_retries: int
+    problems: tuple[str, ...]
+
+    @classmethod
+    def read(cls, options: Mapping[str, Any]) -> BackendOptions:
+        problems: list[str] = []
+
+        def alias(label: str, value: object) -> str:
+            if isinstance(value, str) and value in app_settings.QUEUES:
+                return value
+            known = ", ".join(sorted(app_settings.QUEUES)) or "none"
+            problems.append(
+                f"OPTIONS[{label!r}] must name a TASKCLAIM_QUEUES alias ({known}), got {value!r}"
+            )
+            return "default"
+
+        queue = alias("queue", options.get("queue", "default"))
+        mapping = options.get("queues", {})
+        if not isinstance(mapping, dict):
+            problems.append(f"OPTIONS['queues'] must be a dict, got {type(mapping).__name__}")
+            mapping = {}
+        aliases = {str(name): alias(f"queues[{name!r}]", to) for name, to in mapping.items()}
+        retries = options.get("max_retries", DEFAULT_MAX_RETRIES)
+        problem = max_retries_problem(retries, name="OPTIONS['max_retries']")
+        if problem is not None:
+            problems.append(problem)
+            retries = DEFAULT_MAX_RETRIES
+        problems += [
+            f"unknown option {name!r}; known: {', '.join(sorted(OPTIONS))}"
+            for name in sorted(set(options) - OPTIONS)
+        ]
+        return cls(queue, aliases, retries, tuple(problems))
+
+    @property
+    def carrying(self) -> list[str]:
+        """The queue aliases the backend's runs go to."""
+        return sorted({self.queue, *self.queues.values()})
 
 
 class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
@@ -79,46 +125,16 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
-        self.problems: list[checks.CheckMessage] = []
-        self.queue_alias = self._option_alias("queue", self.options.get("queue", "default"))
-        mapping = self.options.get("queues", {})
-        if not isinstance(mapping, dict):
-            self._problem(f"OPTIONS['queues'] must be a dict, got {type(mapping).__name__}")
-            mapping = {}
-        self.queue_aliases = {
-            str(name): self._option_alias(f"queues[{name!r}]", target)
-            for name, target in mapping.items()
-        }
-        retries = self.options.get("max_retries", DEFAULT_MAX_RETRIES)
-        problem = max_retries_problem(retries, name="OPTIONS['max_retries']")
-        if problem is not None:
-            self._problem(problem)
-            retries = DEFAULT_MAX_RETRIES
-        self.max_retries = retries
-        for name in sorted(set(self.options) - OPTIONS):
-            self._problem(f"unknown option {name!r}; known: {', '.join(sorted(OPTIONS))}")
-        self.supports_priority = all(self._in_database(a) for a in self._carrying_aliases())
-        for queue in self._carrying_aliases():
-            registry.register(
-                TaskRunner(backend_alias=alias, queue=queue, max_retries=self.max_retries)
-            )
-
-    def _problem(self, text: str) -> None:
-        self.problems.append(
-            checks.Error(f"TASKS[{self.alias!r}]: {text}", id="astral_taskclaim.E033")
-        )
-
-    def _option_alias(self, label: str, value: object) -> str:
-        if not isinstance(value, str) or value not in app_settings.QUEUES:
-            known = ", ".join(sorted(app_settings.QUEUES)) or "none"
-            self._problem(
-                f"OPTIONS[{label!r}] must name a TASKCLAIM_QUEUES alias ({known}), got {value!r}"
-            )
-            return "default"
-        return value
-
-    def _carrying_aliases(self) -> list[str]:
-        return sorted({self.queue_alias, *self.queue_aliases.values()})
+        read = BackendOptions.read(self.options)
+        self.problems: list[checks.CheckMessage] = [
+            checks.Error(f"TASKS[{alias!r}]: {text}", id="astral_taskclaim.E033")
+            for text in read.problems
+        ]
+        self.queue_alias = read.queue
+        self.queue_aliases = read.queues
+        self.max_retries = read.max_retries
+        self.supports_priority = all(self._in_database(a) for a in read.carrying)
+        self._carrying_aliases = read.carrying
 
     def _in_database(self, queue_alias: str) -> bool:
         try:
@@ -140,7 +156,7 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         """The backend's option errors (E033) and its queues' system checks."""
         messages = list(self.problems)
-        for queue_alias in self._carrying_aliases():
+        for queue_alias in self._carrying_aliases:
             messages.extend(check_queue(queue_alias))
         return messages
 
@@ -283,4 +299,4 @@ def _savepoint_if_in_transaction(database: str) -> Any:
     return nullcontext()
 
 
-__all__ = ["ClaimTaskBackend", "InvalidTask"]
+__all__ = ["BackendOptions", "ClaimTaskBackend", "InvalidTask"]

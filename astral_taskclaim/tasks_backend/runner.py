@@ -1,10 +1,11 @@
 """Running Django Tasks from a queue: the consumer task of each queue a
 ``ClaimTaskBackend`` sends to.
 
-A :class:`TaskRunner` is registered like any ``@claimed_task``, under the
-queue's alias, so ``manage.py consume_claimed QUEUE`` and
+The task registry holds a :class:`TaskRunner` for each such queue (set from
+the settings by :func:`~astral_taskclaim.tasks_backend.register_runners`),
+so ``manage.py consume_claimed QUEUE`` and
 :class:`~astral_taskclaim.worker.loop.Worker` run Django Tasks with the same
-retries, two-stage shutdown and reconnects. Each message goes through
+retries, two-stage shutdown and reconnects as claimed tasks. Each message goes through
 ``Consumer.consume_one`` (which decides ack, retry or give-up and writes the
 claim); the runner records the attempt and its outcome in
 ``taskclaim.task_result`` around it:
@@ -58,7 +59,6 @@ from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.envelope import Envelope, parse_body
 from astral_taskclaim.core.validation import max_retries_problem
 from astral_taskclaim.queues import QueueError, queues
-from astral_taskclaim.tasks import ClaimedTask
 from astral_taskclaim.tasks_backend import results
 from astral_taskclaim.tasks_backend.compat import (
     TaskContext,
@@ -74,32 +74,28 @@ __all__ = ["UNKNOWN_TASK_MAX_WAIT", "UNKNOWN_TASK_PATIENCE", "TaskRunner"]
 logger = logging.getLogger(__name__)
 
 
-def _not_called(task: Any) -> None:
-    raise RuntimeError("a TaskRunner runs messages through consume(), not by being called")
+class TaskRunner:
+    """The consumer of queue ``queue`` for Django Tasks of the backend
+    ``backend_alias``; ``max_retries`` unless a task sets its own. It has
+    its queue to itself: the messages name no claimed task."""
 
-
-class TaskRunner(ClaimedTask[Any]):
-    """The consumer task of queue ``queue`` for Django Tasks of the backend
-    ``backend_alias``; ``max_retries`` unless a task sets its own."""
-
-    #: Its messages name no claimed task: the queue is the runner's alone.
-    shareable = False
+    #: ``consume_claimed --file`` enqueues no Django Task: no window.
+    window_seconds = None
 
     def __init__(self, *, backend_alias: str, queue: str, max_retries: int) -> None:
-        super().__init__(
-            _not_called,
-            queue=queue,
-            max_retries=max_retries,
-            parse=None,
-            retry_after_ms=None,
-            name=f"Django Tasks of backend {backend_alias!r}",
-            window_seconds=None,
-        )
         self.backend_alias = backend_alias
+        self.queue = queue
+        self.max_retries = max_retries
+        self.name = f"Django Tasks of backend {backend_alias!r}"
+
+    def __repr__(self) -> str:
+        return f"<TaskRunner {self.backend_alias!r} on queue {self.queue!r}>"
 
     def consumer(self, *, using: str | None = None) -> _RunnerConsumer:
         """Runs the messages one by one (see the module docstring)."""
-        refuse = TaskOptions(_refuse, _not_called, 0)
+        # A consumer whose parse refuses every task: what is no Django
+        # Task's message is settled as malformed or unparseable, never run.
+        refuse = TaskOptions(_refuse, _refuse, 0)
         return _RunnerConsumer(self, Consumer.create(refuse, using=using))
 
     def _send_again(self, queue: str, message: Message, wait: float) -> None:

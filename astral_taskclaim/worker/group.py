@@ -30,10 +30,10 @@ __all__ = ["WorkerGroup", "consumed_queues"]
 
 def consumed_queues(named: Sequence[str]) -> list[str]:
     """``named``, without repeats; when empty, every ``TASKCLAIM_QUEUES``
-    alias a claimed task is registered for (``LookupError`` if none is)."""
+    alias the task registry consumes (``LookupError`` if none)."""
     if named:
         return list(dict.fromkeys(named))
-    served = {task.queue for task in registry}
+    served = registry.queues()
     found = [alias for alias in app_settings.QUEUES if alias in served]
     if not found:
         raise LookupError(f"no configured queue has a claimed task; {registry.describe()}")
