@@ -14,7 +14,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from astral_taskclaim.admin.claimed_runs import ClaimedRunAdmin
-from astral_taskclaim.admin.claims import ClaimAdmin, ClaimStateFilter
+from astral_taskclaim.admin.claims import ClaimAdmin
 from astral_taskclaim.admin.messages import QueueMessageAdmin
 from astral_taskclaim.admin.outbox import OutboxRowAdmin
 from astral_taskclaim.admin.results import TaskResultAdmin
@@ -30,7 +30,6 @@ from astral_taskclaim.models import (
 
 __all__ = [
     "ClaimAdmin",
-    "ClaimStateFilter",
     "ClaimedRunAdmin",
     "OutboxRowAdmin",
     "QueueMessageAdmin",

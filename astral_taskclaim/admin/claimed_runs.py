@@ -26,10 +26,10 @@ from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.models import Claim, ClaimedRun
 from astral_taskclaim.tasks import registry
 
-__all__ = ["ClaimedRunAdmin", "QueueFilter", "TaskFilter"]
+__all__ = ["ClaimedRunAdmin"]
 
 
-class TaskFilter(admin.SimpleListFilter):
+class _TaskFilter(admin.SimpleListFilter):
     """Runs of one registered claimed task."""
 
     title = _("task")
@@ -43,7 +43,7 @@ class TaskFilter(admin.SimpleListFilter):
         return queryset if value is None else queryset.filter(task=value)
 
 
-class QueueFilter(TaskFilter):
+class _QueueFilter(_TaskFilter):
     """Runs from one configured queue."""
 
     title = _("queue")
@@ -70,7 +70,7 @@ class ClaimedRunAdmin(LargeTableAdmin, ModelAdminOf[ClaimedRun]):
         "last_attempted_at",
         "finished_at",
     )
-    list_filter = ("status", TaskFilter, QueueFilter)
+    list_filter = ("status", _TaskFilter, _QueueFilter)
     search_fields = ("=key",)
     search_help_text = _("A run id, or a key exactly.")
     fields = (

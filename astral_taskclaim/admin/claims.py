@@ -39,10 +39,10 @@ from astral_taskclaim.models import Claim, ClaimQuerySet
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ClaimAdmin", "ClaimStateFilter"]
+__all__ = ["ClaimAdmin"]
 
 
-class ClaimStateFilter(admin.SimpleListFilter):
+class _ClaimStateFilter(admin.SimpleListFilter):
     """Active claims hold their key; expired ones wait for deletion. Judged
     by the database clock, like the claim SQL."""
 
@@ -63,7 +63,7 @@ class ClaimAdmin(LargeTableAdmin, ModelAdminOf[Claim]):
     """Browse and search claims; release them or delete the expired ones."""
 
     list_display = ("key", "state", "expires_at_shown", "expires", "token")
-    list_filter = (ClaimStateFilter,)
+    list_filter = (_ClaimStateFilter,)
     search_fields = ("key",)
     search_help_text = _("A key or the start of one (case-sensitive).")
     sortable_by = ("key", "expires_at_shown")

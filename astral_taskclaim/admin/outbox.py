@@ -27,7 +27,7 @@ from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.models import OutboxRow
 from astral_taskclaim.queues import outbox
 
-__all__ = ["OutboxRowAdmin", "OutboxStateFilter"]
+__all__ = ["OutboxRowAdmin"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ _TIMES = ("enqueued_at", "available_at", "dead_at")
 RAW_BODY_CHARS = 10_000
 
 
-class OutboxStateFilter(admin.SimpleListFilter):
+class _OutboxStateFilter(admin.SimpleListFilter):
     """Set aside (refused for good), due (sent next) or waiting (a deferral
     or a backoff), by the database clock."""
 
@@ -62,7 +62,7 @@ class OutboxRowAdmin(LargeTableAdmin, ModelAdminOf[OutboxRow]):
     """Browse outbox rows by queue and state; retry or delete those set aside."""
 
     list_display = ("id", "queue", "state", "attempts", "last_error", "enqueued_at_shown")
-    list_filter = ("queue", OutboxStateFilter)
+    list_filter = ("queue", _OutboxStateFilter)
     sortable_by = ("id",)
     fields = (
         "id",

@@ -8,7 +8,7 @@
   the planner's row estimate, so no page view runs a full ``COUNT(*)``.
 * :func:`relative_time` words a distance in time ("in 4 min", "3 h ago").
 * :func:`preformatted` shows a long text (a body, a traceback) cut to
-  :data:`SHOWN_CHARS`.
+  :data:`_SHOWN_CHARS`.
 * :class:`ModelAdminOf` is the generic base of the app's model admins,
   :class:`LargeTableAdmin` the settings of those over large tables.
 """
@@ -48,19 +48,14 @@ else:  # ModelAdmin and Paginator are generic only in the type stubs
 
 __all__ = [
     "EXACT_COUNT_LIMIT",
-    "SHOWN_CHARS",
     "Count",
-    "EstimatedCountPaginator",
     "LargeTableAdmin",
     "estimated_count",
     "id_or_key",
     "key_search",
     "key_sorts_by_code_point",
-    "planner_rows",
-    "prefix_upper_bound",
     "preformatted",
     "relative_time",
-    "sorts_by_code_point",
 ]
 
 
@@ -76,7 +71,7 @@ _SURROGATES = range(0xD800, 0xE000)
 _CODE_POINT_LOCALES = frozenset({"c", "posix", "c.utf8", "c.utf-8"})
 
 
-def prefix_upper_bound(prefix: str) -> str | None:
+def _prefix_upper_bound(prefix: str) -> str | None:
     """The least string above every string that starts with ``prefix``, in
     code point order; ``None`` when there is none (``prefix`` is empty or
     all U+10FFFF). Every key ``k`` then satisfies: ``k`` starts with
@@ -93,7 +88,7 @@ def prefix_upper_bound(prefix: str) -> str | None:
     return None
 
 
-def sorts_by_code_point(provider: str, locale: str | None) -> bool:
+def _sorts_by_code_point(provider: str, locale: str | None) -> bool:
     """Whether a collation (``pg_collation.collprovider`` and its locale)
     orders strings by code point: ``C``, ``POSIX``, ``C.UTF-8`` or the
     builtin provider of PostgreSQL 17+."""
@@ -109,7 +104,7 @@ def key_sorts_by_code_point(using: str) -> bool:
     row = rows[0] if rows else None
     if row is None:  # pragma: no cover - the table always has the column
         return False
-    return sorts_by_code_point(row[0], row[1])
+    return _sorts_by_code_point(row[0], row[1])
 
 
 def key_search(term: str, *, code_point_order: bool) -> Q:
@@ -126,7 +121,7 @@ def key_search(term: str, *, code_point_order: bool) -> Q:
         raise ValueError("term must not be empty")
     if not code_point_order:
         return Q(key=term) | Q(key__startswith=term)
-    upper = prefix_upper_bound(term)
+    upper = _prefix_upper_bound(term)
     if upper is None:
         return Q(key__gte=term)
     return Q(key__gte=term, key__lt=upper)
@@ -140,7 +135,7 @@ class Count:
     exact: bool
 
 
-def planner_rows(queryset: QuerySet[Any]) -> int:
+def _planner_rows(queryset: QuerySet[Any]) -> int:
     """The planner's estimate of the rows ``queryset`` returns."""
     plan = json.loads(queryset.order_by().explain(format="json"))
     return int(plan[0]["Plan"]["Plan Rows"])
@@ -157,7 +152,7 @@ def estimated_count(queryset: QuerySet[Any], *, exact_up_to: int = EXACT_COUNT_L
     seen = queryset.order_by().values("pk")[: exact_up_to + 1].count()
     if seen <= exact_up_to:
         return Count(seen, exact=True)
-    return Count(max(planner_rows(queryset), seen), exact=False)
+    return Count(max(_planner_rows(queryset), seen), exact=False)
 
 
 def relative_time(seconds: float) -> str:
@@ -183,24 +178,24 @@ def relative_time(seconds: float) -> str:
 
 
 #: A body or traceback is shown as stored up to this many characters, then cut.
-SHOWN_CHARS = 10_000
+_SHOWN_CHARS = 10_000
 
 
 def preformatted(text: str, css_class: str) -> SafeString:
     """``text`` in a ``<pre>`` of ``css_class``, cut after
-    :data:`SHOWN_CHARS` characters with a note saying so."""
-    if len(text) <= SHOWN_CHARS:
+    :data:`_SHOWN_CHARS` characters with a note saying so."""
+    if len(text) <= _SHOWN_CHARS:
         return format_html('<pre class="{}">{}</pre>', css_class, text)
     return format_html(
         '<pre class="{}">{}…</pre><p class="help">{}</p>',
         css_class,
-        text[:SHOWN_CHARS],
+        text[:_SHOWN_CHARS],
         gettext("Cut after %(shown)d of %(length)d characters.")
-        % {"shown": SHOWN_CHARS, "length": len(text)},
+        % {"shown": _SHOWN_CHARS, "length": len(text)},
     )
 
 
-class EstimatedCountPaginator(_PaginatorBase):
+class _EstimatedCountPaginator(_PaginatorBase):
     """A paginator whose count is exact up to :data:`EXACT_COUNT_LIMIT` rows
     and the planner's estimate beyond, so a page never counts a huge table.
     ``is_estimate`` tells templates to say "about"."""
@@ -235,7 +230,7 @@ class LargeTableAdmin:
 
     list_per_page = 100
     list_max_show_all = 500
-    paginator: ClassVar[type] = EstimatedCountPaginator
+    paginator: ClassVar[type] = _EstimatedCountPaginator
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER
 

@@ -26,9 +26,9 @@ from astral_taskclaim.db.statements import Connector
 from astral_taskclaim.models import Claim
 from astral_taskclaim.tasks_backend.models import RunCancelled, StoredTaskResult
 
-__all__ = ["CANCELLED", "TaskResultAdmin"]
+__all__ = ["TaskResultAdmin"]
 
-CANCELLED = f"{RunCancelled.__module__}.{RunCancelled.__qualname__}"
+_CANCELLED = f"{RunCancelled.__module__}.{RunCancelled.__qualname__}"
 
 
 class TaskResultAdmin(ModelAdminOf[StoredTaskResult]):
@@ -168,7 +168,7 @@ class TaskResultAdmin(ModelAdminOf[StoredTaskResult]):
         """Marks ready runs failed, so workers ack their messages unrun, and
         releases the key claims of the coalescing ones."""
         error = {
-            "exception_class_path": CANCELLED,
+            "exception_class_path": _CANCELLED,
             "traceback": f"{RunCancelled.__name__}: cancelled by {request.user} in the admin\n",
             "final": True,
         }
