@@ -5,8 +5,8 @@ One ``ModelAdmin`` per table: claims (:mod:`.claims`, with the overview and
 messages (:mod:`.messages`), the remote queues' outbox rows (:mod:`.outbox`),
 stored task results (:mod:`.results`), claimed-task runs
 (:mod:`.claimed_runs`) and schedules (:mod:`.schedules`).
-:mod:`.queries` and :mod:`.times` hold what they share: estimated counts,
-key search and how times are shown.
+:mod:`.queries` and :mod:`.times` hold what they share: the base admins,
+estimated counts, key search, deleting a selection and how times are shown.
 """
 
 from __future__ import annotations

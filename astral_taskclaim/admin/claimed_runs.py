@@ -21,7 +21,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from astral_taskclaim.admin.queries import LargeTableAdmin, ModelAdminOf, id_or_key, preformatted
+from astral_taskclaim.admin.queries import LargeTableAdmin, id_or_key, preformatted
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.models import Claim, ClaimedRun
 from astral_taskclaim.tasks import registry
@@ -57,7 +57,7 @@ class _QueueFilter(_TaskFilter):
         return queryset if value is None else queryset.filter(queue=value)
 
 
-class ClaimedRunAdmin(LargeTableAdmin, ModelAdminOf[ClaimedRun]):
+class ClaimedRunAdmin(LargeTableAdmin[ClaimedRun]):
     """Read-only claimed-task run history with a retry action."""
 
     list_display = (
@@ -89,9 +89,6 @@ class ClaimedRunAdmin(LargeTableAdmin, ModelAdminOf[ClaimedRun]):
     )
     readonly_fields = fields
     actions = ("retry_runs",)
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[ClaimedRun]:
-        return super().get_queryset(request).using(app_settings.DATABASE)
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[ClaimedRun], search_term: str

@@ -29,7 +29,7 @@ from django.utils.translation import ngettext
 from astral_taskclaim.admin.queries import (
     EXACT_COUNT_LIMIT,
     LargeTableAdmin,
-    ModelAdminOf,
+    delete_selected,
     estimated_count,
     preformatted,
 )
@@ -124,7 +124,7 @@ def _raw_body(obj: QueueMessage) -> SafeString:
     return preformatted(obj.body, "taskclaim-body")
 
 
-class QueueMessageAdmin(LargeTableAdmin, ModelAdminOf[QueueMessage]):
+class QueueMessageAdmin(LargeTableAdmin[QueueMessage]):
     """Browse queued messages by queue and state; run delayed ones now or
     delete them."""
 
@@ -161,8 +161,7 @@ class QueueMessageAdmin(LargeTableAdmin, ModelAdminOf[QueueMessage]):
     def get_queryset(self, request: HttpRequest) -> QuerySet[QueueMessage]:
         # Any time a row may hold, 'infinity' included, renders (and states
         # and "due in 2 min" follow the database clock).
-        queryset = super().get_queryset(request).using(app_settings.DATABASE)
-        return with_safe_times(queryset, *_TIMES)
+        return with_safe_times(super().get_queryset(request), *_TIMES)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -175,14 +174,6 @@ class QueueMessageAdmin(LargeTableAdmin, ModelAdminOf[QueueMessage]):
     def has_run_permission(self, request: HttpRequest) -> bool:
         """Whether the user may make messages visible now."""
         return super().has_change_permission(request)
-
-    def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
-        # ``action_location`` exists from Django 6.1 on; pass it on only then.
-        where = {} if action_location is None else {"action_location": action_location}
-        actions = super().get_actions(request, **where)
-        # Its confirmation page lists every object, too much for a queue.
-        actions.pop("delete_selected", None)
-        return actions
 
     @admin.display(description=_("claim key"))
     def claim_key(self, obj: QueueMessage) -> str | SafeString:
@@ -310,12 +301,7 @@ class QueueMessageAdmin(LargeTableAdmin, ModelAdminOf[QueueMessage]):
             return TemplateResponse(
                 request, "admin/astral_taskclaim/queuemessage/delete_confirmation.html", context
             )
-        with transaction.atomic(using=queryset.db):
-            deleted, _counts = (
-                QueueMessage.objects.using(queryset.db)
-                .filter(pk__in=queryset.values("pk"))
-                .delete()
-            )
+        deleted = delete_selected(queryset)
         logger.info(
             "admin deleted %d queue messages",
             deleted,

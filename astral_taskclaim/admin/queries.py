@@ -9,8 +9,9 @@
 * :func:`relative_time` words a distance in time ("in 4 min", "3 h ago").
 * :func:`preformatted` shows a long text (a body, a traceback) cut to
   :data:`_SHOWN_CHARS`.
-* :class:`ModelAdminOf` is the generic base of the app's model admins,
-  :class:`LargeTableAdmin` the settings of those over large tables.
+* :class:`ModelAdminOf` is the generic base of the app's model admins, on
+  the claims database; :class:`LargeTableAdmin` that of those over large
+  tables, and :func:`delete_selected` how their actions delete rows.
 """
 
 from __future__ import annotations
@@ -20,36 +21,40 @@ import json
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from django.contrib import admin
 from django.core.paginator import Paginator
-from django.db.models import Q, QuerySet
+from django.db import transaction
+from django.db.models import Model, Q, QuerySet
+from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 
+from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.db.statements import Connector
 
+_M = TypeVar("_M", bound=Model)
+
 if TYPE_CHECKING:
-    ModelAdminOf = admin.ModelAdmin
+    _AdminOf = admin.ModelAdmin
     _PaginatorBase = Paginator[Any]
 else:  # ModelAdmin and Paginator are generic only in the type stubs
     _PaginatorBase = Paginator
 
-    class ModelAdminOf:
-        """``ModelAdminOf[SomeModel]``, the base of each of the app's model
-        admins, is Django's ``ModelAdmin[SomeModel]`` to the type checker and
-        plain ``ModelAdmin`` at runtime."""
-
-        def __class_getitem__(cls, model: type) -> type:
-            return admin.ModelAdmin
+    class _AdminOf(admin.ModelAdmin):
+        # ``SomeAdmin[SomeModel]`` is the class itself at runtime.
+        def __class_getitem__(cls, model: Any) -> type:
+            return cls
 
 
 __all__ = [
     "EXACT_COUNT_LIMIT",
     "Count",
     "LargeTableAdmin",
+    "ModelAdminOf",
+    "delete_selected",
     "estimated_count",
     "id_or_key",
     "key_search",
@@ -223,10 +228,21 @@ class _EstimatedCountPaginator(_PaginatorBase):
         return not self._counted().exact
 
 
-class LargeTableAdmin:
-    """Mixed into a model admin of a table of millions of rows: estimated
+class ModelAdminOf(_AdminOf[_M]):
+    """The base of each of the app's model admins, ``ModelAdminOf[SomeModel]``
+    (generic to the type checker only): its rows are read from the claims
+    database (``TASKCLAIM_DATABASE``), whatever the routers say."""
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[_M]:
+        return super().get_queryset(request).using(app_settings.DATABASE)
+
+
+class LargeTableAdmin(ModelAdminOf[_M]):
+    """The base of a model admin of a table of millions of rows: estimated
     counts, no full count and no facets (each would count the table), 100
-    rows a page and "show all" up to 500."""
+    rows a page, "show all" up to 500, and no "delete selected", whose
+    confirmation page lists every selected row (an admin that deletes has
+    an action of its own, through :func:`delete_selected`)."""
 
     list_per_page = 100
     list_max_show_all = 500
@@ -237,6 +253,28 @@ class LargeTableAdmin:
     class Media:
         # Long keys, tokens and errors wrap, so every column fits 1280 px.
         css: ClassVar[dict[str, tuple[str, ...]]] = {"all": ("astral_taskclaim/changelist.css",)}
+
+    def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
+        # ``action_location`` exists from Django 6.1 on; pass it on only then.
+        where = {} if action_location is None else {"action_location": action_location}
+        actions = super().get_actions(request, **where)
+        actions.pop("delete_selected", None)
+        return actions
+
+
+def delete_selected(queryset: QuerySet[Any]) -> int:
+    """Deletes the rows of ``queryset``, an admin action's selection, in one
+    transaction on its database, and returns how many were deleted: by
+    primary key, so nothing the changelist added to the queryset (times read
+    safely, a search, an ordering) reaches the ``DELETE``."""
+    database = queryset.db
+    with transaction.atomic(using=database):
+        deleted: int = (
+            queryset.model._default_manager.using(database)
+            .filter(pk__in=queryset.values("pk"))
+            .delete()[0]
+        )
+    return deleted
 
 
 def id_or_key(queryset: QuerySet[Any], search_term: str) -> QuerySet[Any] | None:

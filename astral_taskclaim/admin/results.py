@@ -63,9 +63,6 @@ class TaskResultAdmin(ModelAdminOf[StoredTaskResult]):
     readonly_fields = fields
     actions = ("retry_runs", "cancel_runs")
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[StoredTaskResult]:
-        return super().get_queryset(request).using(app_settings.DATABASE)
-
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[StoredTaskResult], search_term: str
     ) -> tuple[QuerySet[StoredTaskResult], bool]:
