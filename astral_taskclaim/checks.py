@@ -165,13 +165,21 @@ def _version_messages(server_version: int, *, uses_slug: bool = True) -> list[ch
     return []
 
 
+def _queue_aliases() -> list[str] | None:
+    """The aliases of ``TASKCLAIM_QUEUES``; ``None`` when the setting is
+    malformed, which E006 reports (the checks reading it then say nothing)."""
+    try:
+        return list(app_settings.QUEUES)
+    except ImproperlyConfigured:
+        return None
+
+
 @checks.register()
 def check_task_queues(**kwargs: Any) -> list[checks.CheckMessage]:
     """E031 for a claimed task whose queue ``TASKCLAIM_QUEUES`` lacks."""
-    try:
-        configured = list(app_settings.QUEUES)
-    except ImproperlyConfigured:
-        return []  # reported as E006
+    configured = _queue_aliases()
+    if configured is None:
+        return []
     return [
         checks.Error(
             f"claimed task {task.name} uses queue {task.queue!r}, which TASKCLAIM_QUEUES does "
@@ -226,10 +234,7 @@ def _ask(connection: BaseDatabaseWrapper, query: str) -> Any:
 @checks.register()
 def check_queues(**kwargs: Any) -> list[checks.CheckMessage]:
     """E010 for a queue that cannot be loaded, then each backend's ``check()``."""
-    try:
-        aliases = list(app_settings.QUEUES)
-    except ImproperlyConfigured:
-        return []  # reported as E006
+    aliases = _queue_aliases() or []
     return [message for alias in aliases for message in check_queue(alias)]
 
 
