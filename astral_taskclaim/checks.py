@@ -78,22 +78,19 @@ from astral_taskclaim.db.cron import has_cleanup_job
 from astral_taskclaim.fields import DbSlugField
 from astral_taskclaim.functions import Slug
 from astral_taskclaim.queues import check_queue
-from astral_taskclaim.schedules import checks as schedule_checks
-from astral_taskclaim.tasks import registry
-from astral_taskclaim.worker import checks as worker_checks
 
-# Registered where they belong: E050-W052 with the schedules, W036 with the workers.
+# The schedules' and the workers' checks modules (here and two lines down)
+# are imported for the checks they register: E050-W052 and W036 live there.
+from astral_taskclaim.schedules import checks as schedule_checks  # noqa: F401
+from astral_taskclaim.tasks import registry
+from astral_taskclaim.worker import checks as worker_checks  # noqa: F401
+
 __all__ = [
     "check_queues",
     "check_server",
     "check_settings",
     "check_shared_queues",
     "check_task_queues",
-    "pooler_messages",
-    "schedule_checks",
-    "uses_slug_function",
-    "version_messages",
-    "worker_checks",
 ]
 
 MIN_SERVER_VERSION = 140000
@@ -124,7 +121,7 @@ def check_settings(**kwargs: Any) -> list[checks.CheckMessage]:
     return []
 
 
-def uses_slug_function() -> bool:
+def _uses_slug_function() -> bool:
     """Whether an installed model computes ``slug.slug`` in the database: a
     ``DbSlugField``, or a ``Slug`` expression in an index or constraint."""
 
@@ -142,7 +139,7 @@ def uses_slug_function() -> bool:
     return False
 
 
-def version_messages(server_version: int, *, uses_slug: bool = True) -> list[checks.CheckMessage]:
+def _version_messages(server_version: int, *, uses_slug: bool = True) -> list[checks.CheckMessage]:
     """E002 or W003 for a server of ``server_version`` (``server_version_num``);
     W003 only for a project whose models use ``slug.slug`` (``uses_slug``)."""
     if server_version < MIN_SERVER_VERSION:
@@ -168,13 +165,21 @@ def version_messages(server_version: int, *, uses_slug: bool = True) -> list[che
     return []
 
 
+def _queue_aliases() -> list[str] | None:
+    """The aliases of ``TASKCLAIM_QUEUES``; ``None`` when the setting is
+    malformed, which E006 reports (the checks reading it then say nothing)."""
+    try:
+        return list(app_settings.QUEUES)
+    except ImproperlyConfigured:
+        return None
+
+
 @checks.register()
 def check_task_queues(**kwargs: Any) -> list[checks.CheckMessage]:
     """E031 for a claimed task whose queue ``TASKCLAIM_QUEUES`` lacks."""
-    try:
-        configured = list(app_settings.QUEUES)
-    except ImproperlyConfigured:
-        return []  # reported as E006
+    configured = _queue_aliases()
+    if configured is None:
+        return []
     return [
         checks.Error(
             f"claimed task {task.name} uses queue {task.queue!r}, which TASKCLAIM_QUEUES does "
@@ -229,10 +234,7 @@ def _ask(connection: BaseDatabaseWrapper, query: str) -> Any:
 @checks.register()
 def check_queues(**kwargs: Any) -> list[checks.CheckMessage]:
     """E010 for a queue that cannot be loaded, then each backend's ``check()``."""
-    try:
-        aliases = list(app_settings.QUEUES)
-    except ImproperlyConfigured:
-        return []  # reported as E006
+    aliases = _queue_aliases() or []
     return [message for alias in aliases for message in check_queue(alias)]
 
 
@@ -263,9 +265,9 @@ def check_server(
     if connection.vendor != "postgresql":
         return []  # reported as E001
     try:
-        messages = version_messages(
+        messages = _version_messages(
             server_version(connection),
-            uses_slug=uses_slug_function(),
+            uses_slug=_uses_slug_function(),
         )
         cron_database = _ask(connection, "SELECT current_setting('cron.database_name', true)")
         missing = roles.missing_roles(connection)
@@ -308,7 +310,7 @@ def check_server(
             )
         )
     if relayed:
-        messages.extend(pooler_messages(connection))
+        messages.extend(_pooler_messages(connection))
     messages.extend(
         checks.Error(roles.how_to_create(setting, role), id=ID.format("E005"))
         for setting, role in missing.items()
@@ -316,7 +318,7 @@ def check_server(
     return messages
 
 
-def pooler_messages(connection: BaseDatabaseWrapper) -> list[checks.CheckMessage]:
+def _pooler_messages(connection: BaseDatabaseWrapper) -> list[checks.CheckMessage]:
     """W040 and W041: what a transaction-mode pooler relaying ``connection``
     (e.g. PgBouncer's ``pool_mode = transaction``) would break. The app's own
     statements need nothing: they run unprepared there, and the PostgreSQL

@@ -39,16 +39,13 @@ from django.db.models.signals import post_save
 from astral_taskclaim.functions import Slug
 
 __all__ = [
-    "EARLIEST_LOADABLE",
-    "LATEST_LOADABLE",
-    "UPDATE_RETURNS_EXPRESSIONS",
     "DbSlugField",
     "LoadableDateTimeField",
 ]
 
 # Django 6.0 added RETURNING to the UPDATE of save() for fields whose value is
 # an expression; before it, the computed slug must be read back.
-UPDATE_RETURNS_EXPRESSIONS = django.VERSION >= (6, 0)
+_UPDATE_RETURNS_EXPRESSIONS = django.VERSION >= (6, 0)
 
 # Instance attribute listing the fields to read back after a 5.2 UPDATE.
 _PENDING = "_astral_taskclaim_pending_slugs"
@@ -90,12 +87,12 @@ class DbSlugField(models.SlugField):  # type: ignore[type-arg]
         self, cls: type[models.Model], name: str, private_only: bool = False
     ) -> None:
         super().contribute_to_class(cls, name, private_only=private_only)
-        if not UPDATE_RETURNS_EXPRESSIONS and not cls._meta.abstract:
+        if not _UPDATE_RETURNS_EXPRESSIONS and not cls._meta.abstract:
             post_save.connect(_read_back_pending, sender=cls, weak=False)
 
     def pre_save(self, model_instance: models.Model, add: bool) -> Any:
         value = getattr(model_instance, self.attname)
-        if not UPDATE_RETURNS_EXPRESSIONS:
+        if not _UPDATE_RETURNS_EXPRESSIONS:
             # Only an UPDATE that computes the slug needs reading back (an
             # UPDATE matching no row is followed by an INSERT, which returns it).
             pending: set[str] = model_instance.__dict__.setdefault(_PENDING, set())
@@ -107,7 +104,7 @@ class DbSlugField(models.SlugField):  # type: ignore[type-arg]
         source = getattr(model_instance, self._source_field().attname)
         if not hasattr(source, "resolve_expression"):
             source = models.Value(source, output_field=models.TextField())
-        if not add and not UPDATE_RETURNS_EXPRESSIONS:
+        if not add and not _UPDATE_RETURNS_EXPRESSIONS:
             pending.add(self.attname)
         return Slug(source)
 
@@ -158,8 +155,8 @@ def _read_back_pending(sender: type[models.Model], instance: models.Model, **kwa
 #: ``datetime`` cannot hold. A day inside ``datetime.min``/``max``, so the
 #: value stays a ``datetime`` in any connection time zone (offsets stay
 #: under 16 hours).
-EARLIEST_LOADABLE = "0001-01-02 00:00:00+00"
-LATEST_LOADABLE = "9999-12-30 00:00:00+00"
+_EARLIEST_LOADABLE = "0001-01-02 00:00:00+00"
+_LATEST_LOADABLE = "9999-12-30 00:00:00+00"
 
 
 class LoadableDateTimeField(models.DateTimeField):  # type: ignore[type-arg]
@@ -169,7 +166,7 @@ class LoadableDateTimeField(models.DateTimeField):  # type: ignore[type-arg]
     9999; psycopg refuses to load those, so one such row (a claim pinned
     "forever" by hand, a row written by another client) would make every
     query that reads it fail. This field selects the column clamped into
-    ``[EARLIEST_LOADABLE, LATEST_LOADABLE]``: ``'infinity'`` loads as
+    ``[_EARLIEST_LOADABLE, _LATEST_LOADABLE]``: ``'infinity'`` loads as
     9999-12-30 UTC, ``'-infinity'`` as 0001-01-02 UTC. Filters and ordering
     use the column itself, so they see the true value; NULL stays NULL.
     """
@@ -178,8 +175,8 @@ class LoadableDateTimeField(models.DateTimeField):  # type: ignore[type-arg]
         sql, params = super().select_format(compiler, sql, params)
         # Not GREATEST/LEAST, which skip a NULL: a nullable column stays NULL.
         clamped = (
-            f"CASE WHEN {sql} > '{LATEST_LOADABLE}'::timestamptz THEN '{LATEST_LOADABLE}'"
-            f"::timestamptz WHEN {sql} < '{EARLIEST_LOADABLE}'::timestamptz THEN "
-            f"'{EARLIEST_LOADABLE}'::timestamptz ELSE {sql} END"
+            f"CASE WHEN {sql} > '{_LATEST_LOADABLE}'::timestamptz THEN '{_LATEST_LOADABLE}'"
+            f"::timestamptz WHEN {sql} < '{_EARLIEST_LOADABLE}'::timestamptz THEN "
+            f"'{_EARLIEST_LOADABLE}'::timestamptz ELSE {sql} END"
         )
         return clamped, (*params, *params, *params)

@@ -35,7 +35,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from astral_taskclaim.core.not_migrated import explains_missing_tables
 from astral_taskclaim.db import sqlfiles
 from astral_taskclaim.db.connections import drop_if_read_only
-from astral_taskclaim.db.statements import explains_event_loop
+from astral_taskclaim.db.statements import _explains_event_loop
 
 from . import claim_floor
 from .common import Context, Figure, alternating_rates, rate
@@ -248,7 +248,7 @@ def _pool_row(ctx: Context, *, enqueues: int) -> Row:
 
 
 @explains_missing_tables
-@explains_event_loop
+@_explains_event_loop
 def public_run(
     connection: BaseDatabaseWrapper, path: str, params: dict[str, Any]
 ) -> list[tuple[Any, ...]]:

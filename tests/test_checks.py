@@ -39,14 +39,14 @@ def test_e001_database_is_not_postgresql() -> None:
 
 @pytest.mark.parametrize("version", [90600, 130014])
 def test_e002_server_older_than_14(version: int) -> None:
-    assert ids(checks.version_messages(version)) == ["astral_taskclaim.E002"]
+    assert ids(checks._version_messages(version)) == ["astral_taskclaim.E002"]
 
 
 @pytest.mark.parametrize(
     ("version", "expected"), [(140000, 1), (160009, 1), (170000, 0), (180001, 0)]
 )
 def test_w003_slug_fallback_below_17(version: int, expected: int) -> None:
-    assert ids(checks.version_messages(version)) == ["astral_taskclaim.W003"] * expected
+    assert ids(checks._version_messages(version)) == ["astral_taskclaim.W003"] * expected
 
 
 def test_w003_follows_the_real_server(server_version: int) -> None:
@@ -146,9 +146,9 @@ def test_e031_is_a_registered_check() -> None:
 
 
 def test_w003_only_for_a_project_using_slug_slug() -> None:
-    assert checks.uses_slug_function()  # tests.testapp has a DbSlugField
-    assert ids(checks.version_messages(150000, uses_slug=False)) == []
-    message = checks.version_messages(150000, uses_slug=True)[0]
+    assert checks._uses_slug_function()  # tests.testapp has a DbSlugField
+    assert ids(checks._version_messages(150000, uses_slug=False)) == []
+    message = checks._version_messages(150000, uses_slug=True)[0]
     assert "matters only if slugs made here must equal slugs made on PostgreSQL 17+" in message.msg
     assert "SILENCED_SYSTEM_CHECKS" in (message.hint or "")
 
@@ -158,7 +158,7 @@ def test_w003_not_raised_without_a_slug_field(monkeypatch: pytest.MonkeyPatch) -
 
     models = [m for m in apps.get_models() if m._meta.app_label != "testapp"]
     monkeypatch.setattr(apps, "get_models", lambda: models)
-    assert not checks.uses_slug_function()
+    assert not checks._uses_slug_function()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -14,13 +14,13 @@ from django.test import Client
 from django.test.utils import isolate_apps
 from pytest_django import DjangoAssertNumQueries
 
-from astral_taskclaim.fields import UPDATE_RETURNS_EXPRESSIONS, DbSlugField
+from astral_taskclaim.fields import _UPDATE_RETURNS_EXPRESSIONS, DbSlugField
 from tests.testapp.models import Room
 
 pytestmark = pytest.mark.django_db
 
 # Django 5.2 reads a slug computed by an UPDATE back with one more query.
-UPDATE_QUERIES = 1 if UPDATE_RETURNS_EXPRESSIONS else 2
+UPDATE_QUERIES = 1 if _UPDATE_RETURNS_EXPRESSIONS else 2
 
 
 def stored_slug(room: Room) -> str:

@@ -15,7 +15,7 @@ from django.db import connection
 
 from astral_taskclaim.db import sqlfiles
 from astral_taskclaim.db.connections import separate_connection
-from astral_taskclaim.db.cron import JOB_SCHEDULE, job_command, job_name
+from astral_taskclaim.db.cron import _JOB_SCHEDULE, _job_command, _job_name
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,7 +44,7 @@ def cron_jobs() -> list[tuple[object, ...]]:
             return []
         return conn.execute(
             "SELECT schedule, command, database FROM cron.job WHERE jobname = %s AND database = %s",
-            [job_name(database, cron_database), database],
+            [_job_name(database, cron_database), database],
         ).fetchall()
 
 
@@ -125,10 +125,10 @@ def test_cron_job_matches_the_typescript_package_where_pg_cron_runs() -> None:
         # The migration succeeded without pg_cron (the suite is running).
         assert cron_jobs() == []
         return
-    assert cron_jobs() == [(JOB_SCHEDULE, job_command(), connection.settings_dict["NAME"])]
-    assert JOB_SCHEDULE == "15 * * * *"
-    assert "SET statement_timeout = '30s';" in job_command()
-    assert "SELECT taskclaim.delete_expired();" in job_command()
+    assert cron_jobs() == [(_JOB_SCHEDULE, _job_command(), connection.settings_dict["NAME"])]
+    assert _JOB_SCHEDULE == "15 * * * *"
+    assert "SET statement_timeout = '30s';" in _job_command()
+    assert "SELECT taskclaim.delete_expired();" in _job_command()
 
 
 def test_makemigrations_is_clean() -> None:
@@ -150,14 +150,14 @@ def _included() -> set[str]:
     """SQL files another one includes (a statement another family owns)."""
     return {
         line.split("-- include:", 1)[1].strip()
-        for path in sqlfiles.all_paths()
+        for path in sqlfiles._all_paths()
         for line in sqlfiles.source(path).splitlines()
         if "-- include:" in line
     }
 
 
 def test_every_sql_file_is_used() -> None:
-    unused = set(sqlfiles.all_paths()) - _string_literals() - _included()
+    unused = set(sqlfiles._all_paths()) - _string_literals() - _included()
     assert unused == set()
 
 
@@ -205,7 +205,7 @@ def test_each_database_gets_its_own_cron_job_and_stale_ones_go(migrated_back: No
             conn.execute(schedule, [f"taskclaim-ttl:{dropped}", dropped])
             conn.execute(f"DROP DATABASE {dropped}")
             call_command("migrate", "astral_taskclaim", verbosity=0)
-            assert cron_jobs() == [(JOB_SCHEDULE, job_command(), database)]
+            assert cron_jobs() == [(_JOB_SCHEDULE, _job_command(), database)]
             jobs = _jobs_by_name(conn)
             assert jobs["taskclaim-ttl"] == shared
             assert jobs[f"taskclaim-ttl:{other}"] == other
@@ -220,7 +220,7 @@ def test_each_database_gets_its_own_cron_job_and_stale_ones_go(migrated_back: No
             conn.execute("SELECT cron.unschedule(jobid) FROM cron.job WHERE database = %s", [other])
             conn.execute(f"DROP DATABASE {other}")
     call_command("migrate", verbosity=0)
-    assert cron_jobs() == [(JOB_SCHEDULE, job_command(), database)]
+    assert cron_jobs() == [(_JOB_SCHEDULE, _job_command(), database)]
 
 
 def test_a_job_under_the_shared_name_is_renamed_for_its_database(migrated_back: None) -> None:

@@ -39,7 +39,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_wheel_ships_sql_templates_static_and_types(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
-    shipped = {f"astral_taskclaim/{sqlfiles.package_path(p)}" for p in sqlfiles.all_paths()}
+    shipped = {f"astral_taskclaim/{sqlfiles._package_path(p)}" for p in sqlfiles._all_paths()}
     assert shipped <= names
     assert "astral_taskclaim/py.typed" in names
     assert any(n.startswith("astral_taskclaim/templates/admin/") for n in names)

@@ -5,8 +5,8 @@ One ``ModelAdmin`` per table: claims (:mod:`.claims`, with the overview and
 messages (:mod:`.messages`), the remote queues' outbox rows (:mod:`.outbox`),
 stored task results (:mod:`.results`), claimed-task runs
 (:mod:`.claimed_runs`) and schedules (:mod:`.schedules`).
-:mod:`.queries` and :mod:`.times` hold what they share: estimated counts,
-key search and how times are shown.
+:mod:`.queries` and :mod:`.times` hold what they share: the base admins,
+estimated counts, key search, deleting a selection and how times are shown.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from astral_taskclaim.admin.claimed_runs import ClaimedRunAdmin
-from astral_taskclaim.admin.claims import ClaimAdmin, ClaimStateFilter
+from astral_taskclaim.admin.claims import ClaimAdmin
 from astral_taskclaim.admin.messages import QueueMessageAdmin
 from astral_taskclaim.admin.outbox import OutboxRowAdmin
 from astral_taskclaim.admin.results import TaskResultAdmin
@@ -30,7 +30,6 @@ from astral_taskclaim.models import (
 
 __all__ = [
     "ClaimAdmin",
-    "ClaimStateFilter",
     "ClaimedRunAdmin",
     "OutboxRowAdmin",
     "QueueMessageAdmin",

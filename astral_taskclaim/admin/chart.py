@@ -16,20 +16,13 @@ from dataclasses import dataclass
 from django.utils.translation import gettext
 
 __all__ = [
-    "HEIGHT",
-    "WIDTH",
-    "Bar",
     "Chart",
-    "Tick",
-    "bucket_label",
     "history_chart",
-    "nice_ceiling",
-    "past_bucket_label",
     "timeline_chart",
 ]
 
-WIDTH = 720
-HEIGHT = 260
+_WIDTH = 720
+_HEIGHT = 260
 _LEFT = 56
 _RIGHT = 12
 _TOP = 16
@@ -37,7 +30,7 @@ _BOTTOM = 40
 
 
 @dataclass(frozen=True)
-class Bar:
+class _Bar:
     """One bar: its box, its series (a CSS class) and its tooltip."""
 
     x: float
@@ -50,7 +43,7 @@ class Bar:
 
 
 @dataclass(frozen=True)
-class Tick:
+class _Tick:
     """An axis label at ``x``, ``y``; ``line`` draws a grid line there."""
 
     x: float
@@ -63,22 +56,22 @@ class Tick:
 class Chart:
     """Everything the template draws, plus the rows of its table twin."""
 
-    bars: list[Bar]
-    x_ticks: list[Tick]
-    y_ticks: list[Tick]
+    bars: list[_Bar]
+    x_ticks: list[_Tick]
+    y_ticks: list[_Tick]
     series: list[tuple[str, str]]
     rows: list[tuple[str, list[int]]]
     total: int
     # Every chart has the same box: the template sizes the SVG from these.
-    width: int = WIDTH
-    height: int = HEIGHT
+    width: int = _WIDTH
+    height: int = _HEIGHT
     plot_left: float = float(_LEFT)
-    plot_right: float = float(WIDTH - _RIGHT)
+    plot_right: float = float(_WIDTH - _RIGHT)
     plot_top: float = float(_TOP)
-    plot_bottom: float = float(HEIGHT - _BOTTOM)
+    plot_bottom: float = float(_HEIGHT - _BOTTOM)
 
 
-def nice_ceiling(value: int) -> int:
+def _nice_ceiling(value: int) -> int:
     """The least of 1, 2 or 5 times a power of ten at or above ``value``: the
     top of the y axis, so grid lines fall on round numbers."""
     if value <= 1:
@@ -96,10 +89,10 @@ def _axis_number(value: float) -> str:
     return f"{int(value):,}" if value == int(value) else f"{value:,.1f}"
 
 
-def _y_ticks(top: int) -> list[Tick]:
-    plot_top, plot_bottom = float(_TOP), float(HEIGHT - _BOTTOM)
+def _y_ticks(top: int) -> list[_Tick]:
+    plot_top, plot_bottom = float(_TOP), float(_HEIGHT - _BOTTOM)
     return [
-        Tick(
+        _Tick(
             x=_LEFT - 6,
             y=round(plot_bottom - (plot_bottom - plot_top) * fraction, 2),
             label=_axis_number(top * fraction),
@@ -121,7 +114,7 @@ def _check_series(series: Mapping[str, tuple[str, Sequence[int]]], bucket_minute
     return lengths.pop()
 
 
-def bucket_label(index: int, *, bucket_minutes: int) -> str:
+def _bucket_label(index: int, *, bucket_minutes: int) -> str:
     """The span of bucket ``index`` from now, e.g. "in 30-60 min"."""
     start, end = index * bucket_minutes, (index + 1) * bucket_minutes
     if end <= 90:
@@ -140,22 +133,22 @@ def timeline_chart(
     """Lays out ``series`` (key → (label, counts per bucket), all the same
     length) as grouped bars, bucket 0 starting now."""
     buckets = _check_series(series, bucket_minutes)
-    top = nice_ceiling(max(max(counts) for _label, counts in series.values()))
-    plot_left, plot_right = float(_LEFT), float(WIDTH - _RIGHT)
-    plot_top, plot_bottom = float(_TOP), float(HEIGHT - _BOTTOM)
+    top = _nice_ceiling(max(max(counts) for _label, counts in series.values()))
+    plot_left, plot_right = float(_LEFT), float(_WIDTH - _RIGHT)
+    plot_top, plot_bottom = float(_TOP), float(_HEIGHT - _BOTTOM)
     slot = (plot_right - plot_left) / buckets
     bar_width = slot * 0.8 / len(series)
 
     spans = [
-        (index, bucket_label(index, bucket_minutes=bucket_minutes)) for index in range(buckets)
+        (index, _bucket_label(index, bucket_minutes=bucket_minutes)) for index in range(buckets)
     ]
-    bars: list[Bar] = []
+    bars: list[_Bar] = []
     for index, span in spans:
         for offset, (key, (label, counts)) in enumerate(series.items()):
             count = counts[index]
             height = (plot_bottom - plot_top) * count / top
             bars.append(
-                Bar(
+                _Bar(
                     x=round(plot_left + slot * index + slot * 0.1 + bar_width * offset, 2),
                     y=round(plot_bottom - height, 2),
                     width=round(bar_width, 2),
@@ -166,13 +159,13 @@ def timeline_chart(
                 )
             )
 
-    x_ticks: list[Tick] = []
+    x_ticks: list[_Tick] = []
     # A label every hour keeps them from overlapping at any bucket size.
     every = max(1, 60 // bucket_minutes)
     for index in range(0, buckets + 1, every):
         hours = index * bucket_minutes / 60
         label = gettext("now") if index == 0 else f"+{hours:g} h"
-        x_ticks.append(Tick(x=round(plot_left + slot * index, 2), y=plot_bottom + 18, label=label))
+        x_ticks.append(_Tick(x=round(plot_left + slot * index, 2), y=plot_bottom + 18, label=label))
     return _chart(series, top=top, bars=bars, x_ticks=x_ticks, spans=spans)
 
 
@@ -180,8 +173,8 @@ def _chart(
     series: Mapping[str, tuple[str, Sequence[int]]],
     *,
     top: int,
-    bars: list[Bar],
-    x_ticks: list[Tick],
+    bars: list[_Bar],
+    x_ticks: list[_Tick],
     spans: Sequence[tuple[int, str]],
 ) -> Chart:
     """The chart of ``series`` with ``bars`` and ``x_ticks`` laid out, the y
@@ -199,7 +192,7 @@ def _chart(
     )
 
 
-def past_bucket_label(ago: int, *, bucket_minutes: int) -> str:
+def _past_bucket_label(ago: int, *, bucket_minutes: int) -> str:
     """The span of the bucket ``ago`` buckets before now, e.g. "3-4 min ago"."""
     start, end = ago * bucket_minutes, (ago + 1) * bucket_minutes
     if end <= 90:
@@ -231,13 +224,15 @@ def history_chart(
     read at 60 buckets, where grouped bars would be slivers."""
     buckets = _check_series(series, bucket_minutes)
     totals = [sum(counts[ago] for _label, counts in series.values()) for ago in range(buckets)]
-    top = nice_ceiling(max(totals))
-    plot_left, plot_right = float(_LEFT), float(WIDTH - _RIGHT)
-    plot_top, plot_bottom = float(_TOP), float(HEIGHT - _BOTTOM)
+    top = _nice_ceiling(max(totals))
+    plot_left, plot_right = float(_LEFT), float(_WIDTH - _RIGHT)
+    plot_top, plot_bottom = float(_TOP), float(_HEIGHT - _BOTTOM)
     slot = (plot_right - plot_left) / buckets
 
-    spans = [(ago, past_bucket_label(ago, bucket_minutes=bucket_minutes)) for ago in range(buckets)]
-    bars: list[Bar] = []
+    spans = [
+        (ago, _past_bucket_label(ago, bucket_minutes=bucket_minutes)) for ago in range(buckets)
+    ]
+    bars: list[_Bar] = []
     for ago, span in spans:
         base = plot_bottom
         for key, (label, counts) in series.items():
@@ -247,7 +242,7 @@ def history_chart(
             height = (plot_bottom - plot_top) * count / top
             base -= height
             bars.append(
-                Bar(
+                _Bar(
                     x=round(plot_left + slot * (buckets - 1 - ago) + slot * 0.1, 2),
                     y=round(base, 2),
                     width=round(slot * 0.8, 2),
@@ -261,7 +256,7 @@ def history_chart(
     span_minutes = buckets * bucket_minutes
     step = next((each for each in _LABEL_STEPS if span_minutes <= 6 * each), span_minutes)
     x_ticks = [
-        Tick(
+        _Tick(
             x=round(plot_right - (plot_right - plot_left) * minutes / span_minutes, 2),
             y=plot_bottom + 18,
             label=_ago_label(minutes),

@@ -21,15 +21,15 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from astral_taskclaim.admin.queries import LargeTableAdmin, ModelAdminOf, id_or_key, preformatted
+from astral_taskclaim.admin.queries import LargeTableAdmin, id_or_key, preformatted
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.models import Claim, ClaimedRun
 from astral_taskclaim.tasks import registry
 
-__all__ = ["ClaimedRunAdmin", "QueueFilter", "TaskFilter"]
+__all__ = ["ClaimedRunAdmin"]
 
 
-class TaskFilter(admin.SimpleListFilter):
+class _TaskFilter(admin.SimpleListFilter):
     """Runs of one registered claimed task."""
 
     title = _("task")
@@ -43,7 +43,7 @@ class TaskFilter(admin.SimpleListFilter):
         return queryset if value is None else queryset.filter(task=value)
 
 
-class QueueFilter(TaskFilter):
+class _QueueFilter(_TaskFilter):
     """Runs from one configured queue."""
 
     title = _("queue")
@@ -57,7 +57,7 @@ class QueueFilter(TaskFilter):
         return queryset if value is None else queryset.filter(queue=value)
 
 
-class ClaimedRunAdmin(LargeTableAdmin, ModelAdminOf[ClaimedRun]):
+class ClaimedRunAdmin(LargeTableAdmin[ClaimedRun]):
     """Read-only claimed-task run history with a retry action."""
 
     list_display = (
@@ -70,7 +70,7 @@ class ClaimedRunAdmin(LargeTableAdmin, ModelAdminOf[ClaimedRun]):
         "last_attempted_at",
         "finished_at",
     )
-    list_filter = ("status", TaskFilter, QueueFilter)
+    list_filter = ("status", _TaskFilter, _QueueFilter)
     search_fields = ("=key",)
     search_help_text = _("A run id, or a key exactly.")
     fields = (
@@ -89,9 +89,6 @@ class ClaimedRunAdmin(LargeTableAdmin, ModelAdminOf[ClaimedRun]):
     )
     readonly_fields = fields
     actions = ("retry_runs",)
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[ClaimedRun]:
-        return super().get_queryset(request).using(app_settings.DATABASE)
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[ClaimedRun], search_term: str

@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib import admin, messages
-from django.db import transaction
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import URLPattern, path
@@ -24,7 +23,7 @@ from django.utils.translation import ngettext
 from astral_taskclaim.admin import views
 from astral_taskclaim.admin.queries import (
     LargeTableAdmin,
-    ModelAdminOf,
+    delete_selected,
     key_search,
     key_sorts_by_code_point,
 )
@@ -34,15 +33,14 @@ from astral_taskclaim.admin.times import (
     shown_time,
     with_safe_times,
 )
-from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.models import Claim, ClaimQuerySet
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ClaimAdmin", "ClaimStateFilter"]
+__all__ = ["ClaimAdmin"]
 
 
-class ClaimStateFilter(admin.SimpleListFilter):
+class _ClaimStateFilter(admin.SimpleListFilter):
     """Active claims hold their key; expired ones wait for deletion. Judged
     by the database clock, like the claim SQL."""
 
@@ -59,11 +57,11 @@ class ClaimStateFilter(admin.SimpleListFilter):
         return state(queryset) if state else queryset  # type: ignore[arg-type]
 
 
-class ClaimAdmin(LargeTableAdmin, ModelAdminOf[Claim]):
+class ClaimAdmin(LargeTableAdmin[Claim]):
     """Browse and search claims; release them or delete the expired ones."""
 
     list_display = ("key", "state", "expires_at_shown", "expires", "token")
-    list_filter = (ClaimStateFilter,)
+    list_filter = (_ClaimStateFilter,)
     search_fields = ("key",)
     search_help_text = _("A key or the start of one (case-sensitive).")
     sortable_by = ("key", "expires_at_shown")
@@ -75,8 +73,7 @@ class ClaimAdmin(LargeTableAdmin, ModelAdminOf[Claim]):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Claim]:
         # Any expiry a row may hold, 'infinity' included, renders (and
         # "in 4 min" and the state follow the database clock).
-        queryset = super().get_queryset(request).using(app_settings.DATABASE)
-        return with_safe_times(queryset, "expires_at")
+        return with_safe_times(super().get_queryset(request), "expires_at")
 
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None
@@ -92,14 +89,6 @@ class ClaimAdmin(LargeTableAdmin, ModelAdminOf[Claim]):
 
     def has_change_permission(self, request: HttpRequest, obj: Claim | None = None) -> bool:
         return False
-
-    def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
-        # ``action_location`` exists from Django 6.1 on; pass it on only then.
-        where = {} if action_location is None else {"action_location": action_location}
-        actions = super().get_actions(request, **where)
-        # "Release" is the deletion that means something here.
-        actions.pop("delete_selected", None)
-        return actions
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Claim], search_term: str
@@ -142,11 +131,7 @@ class ClaimAdmin(LargeTableAdmin, ModelAdminOf[Claim]):
     @admin.action(description=_("Release selected claims"), permissions=("delete",))
     def release_claims(self, request: HttpRequest, queryset: QuerySet[Claim]) -> None:
         """Frees the selected keys now: each can be claimed again at once."""
-        database = queryset.db
-        with transaction.atomic(using=database):
-            released, _counts = (
-                Claim.objects.using(database).filter(pk__in=queryset.values("pk")).delete()
-            )
+        released = delete_selected(queryset)
         logger.info(
             "admin released %d claims",
             released,

@@ -29,7 +29,7 @@ from django.utils.translation import ngettext
 from astral_taskclaim.admin.queries import (
     EXACT_COUNT_LIMIT,
     LargeTableAdmin,
-    ModelAdminOf,
+    delete_selected,
     estimated_count,
     preformatted,
 )
@@ -44,10 +44,7 @@ from astral_taskclaim.db.statements import Connector
 from astral_taskclaim.models import QueueMessage, QueueMessageQuerySet
 
 __all__ = [
-    "MessageQueueFilter",
-    "MessageStateFilter",
     "QueueMessageAdmin",
-    "message_state",
     "queue_names",
 ]
 
@@ -65,7 +62,7 @@ def queue_names(using: str) -> list[str]:
     return [row[0] for row in Connector(using).fetch("queue/message_queues.sql")]
 
 
-def message_state(obj: QueueMessage) -> str:
+def _message_state(obj: QueueMessage) -> str:
     """``"ready"``, ``"delayed"`` or ``"leased"`` now, as the queryset
     methods of :class:`~.models.QueueMessageQuerySet` judge it (by the
     database clock for the admin's rows)."""
@@ -80,7 +77,7 @@ def _chunks(values: Sequence[int], size: int) -> Iterator[list[int]]:
         yield list(values[start : start + size])
 
 
-class MessageQueueFilter(admin.SimpleListFilter):
+class _MessageQueueFilter(admin.SimpleListFilter):
     """Messages of one queue (its ``queue_name``)."""
 
     title = _("queue")
@@ -94,7 +91,7 @@ class MessageQueueFilter(admin.SimpleListFilter):
         return queryset.for_queue(value) if value else queryset  # type: ignore[attr-defined]
 
 
-class MessageStateFilter(admin.SimpleListFilter):
+class _MessageStateFilter(admin.SimpleListFilter):
     """Ready (receivable now), delayed (waiting out a delay) or leased (a
     consumer holds it), by the database clock."""
 
@@ -127,7 +124,7 @@ def _raw_body(obj: QueueMessage) -> SafeString:
     return preformatted(obj.body, "taskclaim-body")
 
 
-class QueueMessageAdmin(LargeTableAdmin, ModelAdminOf[QueueMessage]):
+class QueueMessageAdmin(LargeTableAdmin[QueueMessage]):
     """Browse queued messages by queue and state; run delayed ones now or
     delete them."""
 
@@ -140,7 +137,7 @@ class QueueMessageAdmin(LargeTableAdmin, ModelAdminOf[QueueMessage]):
         "last_error",
         "enqueued_at_shown",
     )
-    list_filter = (MessageQueueFilter, MessageStateFilter)
+    list_filter = (_MessageQueueFilter, _MessageStateFilter)
     sortable_by = ("id", "visible_at")
     ordering = ("visible_at", "id")
     fields = (
@@ -164,8 +161,7 @@ class QueueMessageAdmin(LargeTableAdmin, ModelAdminOf[QueueMessage]):
     def get_queryset(self, request: HttpRequest) -> QuerySet[QueueMessage]:
         # Any time a row may hold, 'infinity' included, renders (and states
         # and "due in 2 min" follow the database clock).
-        queryset = super().get_queryset(request).using(app_settings.DATABASE)
-        return with_safe_times(queryset, *_TIMES)
+        return with_safe_times(super().get_queryset(request), *_TIMES)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -178,14 +174,6 @@ class QueueMessageAdmin(LargeTableAdmin, ModelAdminOf[QueueMessage]):
     def has_run_permission(self, request: HttpRequest) -> bool:
         """Whether the user may make messages visible now."""
         return super().has_change_permission(request)
-
-    def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
-        # ``action_location`` exists from Django 6.1 on; pass it on only then.
-        where = {} if action_location is None else {"action_location": action_location}
-        actions = super().get_actions(request, **where)
-        # Its confirmation page lists every object, too much for a queue.
-        actions.pop("delete_selected", None)
-        return actions
 
     @admin.display(description=_("claim key"))
     def claim_key(self, obj: QueueMessage) -> str | SafeString:
@@ -206,14 +194,14 @@ class QueueMessageAdmin(LargeTableAdmin, ModelAdminOf[QueueMessage]):
         """Ready, delayed or leased, by the database clock."""
         return str(
             {"ready": _("ready"), "delayed": _("delayed"), "leased": _("leased")}[
-                message_state(obj)
+                _message_state(obj)
             ]
         )
 
     @admin.display(description=_("visible"), ordering="visible_at")
     def due(self, obj: QueueMessage) -> str:
         """ "leased", "due in 2 min", "never" or "ready" once receivable."""
-        state = message_state(obj)
+        state = _message_state(obj)
         if state == "leased":
             return str(_("leased"))
         if state == "ready":
@@ -255,7 +243,7 @@ class QueueMessageAdmin(LargeTableAdmin, ModelAdminOf[QueueMessage]):
 
     @admin.display(description=_("body"))
     def raw_body(self, obj: QueueMessage) -> SafeString:
-        """The message's JSON as stored, cut after :data:`~.queries.SHOWN_CHARS`."""
+        """The message's JSON as stored, cut as :func:`~.queries.preformatted` cuts."""
         return _raw_body(obj)
 
     @admin.action(description=_("Run selected messages now"), permissions=("run",))
@@ -313,12 +301,7 @@ class QueueMessageAdmin(LargeTableAdmin, ModelAdminOf[QueueMessage]):
             return TemplateResponse(
                 request, "admin/astral_taskclaim/queuemessage/delete_confirmation.html", context
             )
-        with transaction.atomic(using=queryset.db):
-            deleted, _counts = (
-                QueueMessage.objects.using(queryset.db)
-                .filter(pk__in=queryset.values("pk"))
-                .delete()
-            )
+        deleted = delete_selected(queryset)
         logger.info(
             "admin deleted %d queue messages",
             deleted,

@@ -21,13 +21,12 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from astral_taskclaim.admin.queries import LargeTableAdmin, ModelAdminOf
+from astral_taskclaim.admin.queries import LargeTableAdmin, delete_selected
 from astral_taskclaim.admin.times import seconds_from_now, shown_time, with_safe_times
-from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.models import OutboxRow
 from astral_taskclaim.queues import outbox
 
-__all__ = ["OutboxRowAdmin", "OutboxStateFilter"]
+__all__ = ["OutboxRowAdmin"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +36,7 @@ _TIMES = ("enqueued_at", "available_at", "dead_at")
 RAW_BODY_CHARS = 10_000
 
 
-class OutboxStateFilter(admin.SimpleListFilter):
+class _OutboxStateFilter(admin.SimpleListFilter):
     """Set aside (refused for good), due (sent next) or waiting (a deferral
     or a backoff), by the database clock."""
 
@@ -58,11 +57,11 @@ class OutboxStateFilter(admin.SimpleListFilter):
         return queryset
 
 
-class OutboxRowAdmin(LargeTableAdmin, ModelAdminOf[OutboxRow]):
+class OutboxRowAdmin(LargeTableAdmin[OutboxRow]):
     """Browse outbox rows by queue and state; retry or delete those set aside."""
 
     list_display = ("id", "queue", "state", "attempts", "last_error", "enqueued_at_shown")
-    list_filter = ("queue", OutboxStateFilter)
+    list_filter = ("queue", _OutboxStateFilter)
     sortable_by = ("id",)
     fields = (
         "id",
@@ -79,8 +78,7 @@ class OutboxRowAdmin(LargeTableAdmin, ModelAdminOf[OutboxRow]):
     actions = ("retry_rows", "delete_rows")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[OutboxRow]:
-        queryset = super().get_queryset(request).using(app_settings.DATABASE)
-        return with_safe_times(queryset, *_TIMES)
+        return with_safe_times(super().get_queryset(request), *_TIMES)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -92,13 +90,6 @@ class OutboxRowAdmin(LargeTableAdmin, ModelAdminOf[OutboxRow]):
     def has_retry_permission(self, request: HttpRequest) -> bool:
         """Whether the user may make rows due again."""
         return super().has_change_permission(request)
-
-    def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
-        # ``action_location`` exists from Django 6.1 on; pass it on only then.
-        where = {} if action_location is None else {"action_location": action_location}
-        actions = super().get_actions(request, **where)
-        actions.pop("delete_selected", None)  # its page lists every row
-        return actions
 
     @admin.display(description=_("state"))
     def state(self, obj: OutboxRow) -> str:
@@ -149,11 +140,7 @@ class OutboxRowAdmin(LargeTableAdmin, ModelAdminOf[OutboxRow]):
     @admin.action(description=_("Delete selected rows"), permissions=("delete",))
     def delete_rows(self, request: HttpRequest, queryset: QuerySet[OutboxRow]) -> None:
         """Deletes the selected rows: their messages will never be sent."""
-        database = queryset.db
-        with transaction.atomic(using=database):
-            deleted, _counts = (
-                OutboxRow.objects.using(database).filter(pk__in=queryset.values("pk")).delete()
-            )
+        deleted = delete_selected(queryset)
         logger.info(
             "admin deleted %d outbox rows",
             deleted,

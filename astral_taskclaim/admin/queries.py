@@ -8,9 +8,10 @@
   the planner's row estimate, so no page view runs a full ``COUNT(*)``.
 * :func:`relative_time` words a distance in time ("in 4 min", "3 h ago").
 * :func:`preformatted` shows a long text (a body, a traceback) cut to
-  :data:`SHOWN_CHARS`.
-* :class:`ModelAdminOf` is the generic base of the app's model admins,
-  :class:`LargeTableAdmin` the settings of those over large tables.
+  :data:`_SHOWN_CHARS`.
+* :class:`ModelAdminOf` is the generic base of the app's model admins, on
+  the claims database; :class:`LargeTableAdmin` that of those over large
+  tables, and :func:`delete_selected` how their actions delete rows.
 """
 
 from __future__ import annotations
@@ -20,47 +21,46 @@ import json
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from django.contrib import admin
 from django.core.paginator import Paginator
-from django.db.models import Q, QuerySet
+from django.db import transaction
+from django.db.models import Model, Q, QuerySet
+from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 
+from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.db.statements import Connector
 
+_M = TypeVar("_M", bound=Model)
+
 if TYPE_CHECKING:
-    ModelAdminOf = admin.ModelAdmin
+    _AdminOf = admin.ModelAdmin
     _PaginatorBase = Paginator[Any]
 else:  # ModelAdmin and Paginator are generic only in the type stubs
     _PaginatorBase = Paginator
 
-    class ModelAdminOf:
-        """``ModelAdminOf[SomeModel]``, the base of each of the app's model
-        admins, is Django's ``ModelAdmin[SomeModel]`` to the type checker and
-        plain ``ModelAdmin`` at runtime."""
-
-        def __class_getitem__(cls, model: type) -> type:
-            return admin.ModelAdmin
+    class _AdminOf(admin.ModelAdmin):
+        # ``SomeAdmin[SomeModel]`` is the class itself at runtime.
+        def __class_getitem__(cls, model: Any) -> type:
+            return cls
 
 
 __all__ = [
     "EXACT_COUNT_LIMIT",
-    "SHOWN_CHARS",
     "Count",
-    "EstimatedCountPaginator",
     "LargeTableAdmin",
+    "ModelAdminOf",
+    "delete_selected",
     "estimated_count",
     "id_or_key",
     "key_search",
     "key_sorts_by_code_point",
-    "planner_rows",
-    "prefix_upper_bound",
     "preformatted",
     "relative_time",
-    "sorts_by_code_point",
 ]
 
 
@@ -76,7 +76,7 @@ _SURROGATES = range(0xD800, 0xE000)
 _CODE_POINT_LOCALES = frozenset({"c", "posix", "c.utf8", "c.utf-8"})
 
 
-def prefix_upper_bound(prefix: str) -> str | None:
+def _prefix_upper_bound(prefix: str) -> str | None:
     """The least string above every string that starts with ``prefix``, in
     code point order; ``None`` when there is none (``prefix`` is empty or
     all U+10FFFF). Every key ``k`` then satisfies: ``k`` starts with
@@ -93,7 +93,7 @@ def prefix_upper_bound(prefix: str) -> str | None:
     return None
 
 
-def sorts_by_code_point(provider: str, locale: str | None) -> bool:
+def _sorts_by_code_point(provider: str, locale: str | None) -> bool:
     """Whether a collation (``pg_collation.collprovider`` and its locale)
     orders strings by code point: ``C``, ``POSIX``, ``C.UTF-8`` or the
     builtin provider of PostgreSQL 17+."""
@@ -109,7 +109,7 @@ def key_sorts_by_code_point(using: str) -> bool:
     row = rows[0] if rows else None
     if row is None:  # pragma: no cover - the table always has the column
         return False
-    return sorts_by_code_point(row[0], row[1])
+    return _sorts_by_code_point(row[0], row[1])
 
 
 def key_search(term: str, *, code_point_order: bool) -> Q:
@@ -126,7 +126,7 @@ def key_search(term: str, *, code_point_order: bool) -> Q:
         raise ValueError("term must not be empty")
     if not code_point_order:
         return Q(key=term) | Q(key__startswith=term)
-    upper = prefix_upper_bound(term)
+    upper = _prefix_upper_bound(term)
     if upper is None:
         return Q(key__gte=term)
     return Q(key__gte=term, key__lt=upper)
@@ -140,7 +140,7 @@ class Count:
     exact: bool
 
 
-def planner_rows(queryset: QuerySet[Any]) -> int:
+def _planner_rows(queryset: QuerySet[Any]) -> int:
     """The planner's estimate of the rows ``queryset`` returns."""
     plan = json.loads(queryset.order_by().explain(format="json"))
     return int(plan[0]["Plan"]["Plan Rows"])
@@ -157,7 +157,7 @@ def estimated_count(queryset: QuerySet[Any], *, exact_up_to: int = EXACT_COUNT_L
     seen = queryset.order_by().values("pk")[: exact_up_to + 1].count()
     if seen <= exact_up_to:
         return Count(seen, exact=True)
-    return Count(max(planner_rows(queryset), seen), exact=False)
+    return Count(max(_planner_rows(queryset), seen), exact=False)
 
 
 def relative_time(seconds: float) -> str:
@@ -183,24 +183,24 @@ def relative_time(seconds: float) -> str:
 
 
 #: A body or traceback is shown as stored up to this many characters, then cut.
-SHOWN_CHARS = 10_000
+_SHOWN_CHARS = 10_000
 
 
 def preformatted(text: str, css_class: str) -> SafeString:
     """``text`` in a ``<pre>`` of ``css_class``, cut after
-    :data:`SHOWN_CHARS` characters with a note saying so."""
-    if len(text) <= SHOWN_CHARS:
+    :data:`_SHOWN_CHARS` characters with a note saying so."""
+    if len(text) <= _SHOWN_CHARS:
         return format_html('<pre class="{}">{}</pre>', css_class, text)
     return format_html(
         '<pre class="{}">{}…</pre><p class="help">{}</p>',
         css_class,
-        text[:SHOWN_CHARS],
+        text[:_SHOWN_CHARS],
         gettext("Cut after %(shown)d of %(length)d characters.")
-        % {"shown": SHOWN_CHARS, "length": len(text)},
+        % {"shown": _SHOWN_CHARS, "length": len(text)},
     )
 
 
-class EstimatedCountPaginator(_PaginatorBase):
+class _EstimatedCountPaginator(_PaginatorBase):
     """A paginator whose count is exact up to :data:`EXACT_COUNT_LIMIT` rows
     and the planner's estimate beyond, so a page never counts a huge table.
     ``is_estimate`` tells templates to say "about"."""
@@ -228,20 +228,53 @@ class EstimatedCountPaginator(_PaginatorBase):
         return not self._counted().exact
 
 
-class LargeTableAdmin:
-    """Mixed into a model admin of a table of millions of rows: estimated
+class ModelAdminOf(_AdminOf[_M]):
+    """The base of each of the app's model admins, ``ModelAdminOf[SomeModel]``
+    (generic to the type checker only): its rows are read from the claims
+    database (``TASKCLAIM_DATABASE``), whatever the routers say."""
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[_M]:
+        return super().get_queryset(request).using(app_settings.DATABASE)
+
+
+class LargeTableAdmin(ModelAdminOf[_M]):
+    """The base of a model admin of a table of millions of rows: estimated
     counts, no full count and no facets (each would count the table), 100
-    rows a page and "show all" up to 500."""
+    rows a page, "show all" up to 500, and no "delete selected", whose
+    confirmation page lists every selected row (an admin that deletes has
+    an action of its own, through :func:`delete_selected`)."""
 
     list_per_page = 100
     list_max_show_all = 500
-    paginator: ClassVar[type] = EstimatedCountPaginator
+    paginator: ClassVar[type] = _EstimatedCountPaginator
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER
 
     class Media:
         # Long keys, tokens and errors wrap, so every column fits 1280 px.
         css: ClassVar[dict[str, tuple[str, ...]]] = {"all": ("astral_taskclaim/changelist.css",)}
+
+    def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
+        # ``action_location`` exists from Django 6.1 on; pass it on only then.
+        where = {} if action_location is None else {"action_location": action_location}
+        actions = super().get_actions(request, **where)
+        actions.pop("delete_selected", None)
+        return actions
+
+
+def delete_selected(queryset: QuerySet[Any]) -> int:
+    """Deletes the rows of ``queryset``, an admin action's selection, in one
+    transaction on its database, and returns how many were deleted: by
+    primary key, so nothing the changelist added to the queryset (times read
+    safely, a search, an ordering) reaches the ``DELETE``."""
+    database = queryset.db
+    with transaction.atomic(using=database):
+        deleted: int = (
+            queryset.model._default_manager.using(database)
+            .filter(pk__in=queryset.values("pk"))
+            .delete()[0]
+        )
+    return deleted
 
 
 def id_or_key(queryset: QuerySet[Any], search_term: str) -> QuerySet[Any] | None:

@@ -26,9 +26,9 @@ from astral_taskclaim.db.statements import Connector
 from astral_taskclaim.models import Claim
 from astral_taskclaim.tasks_backend.models import RunCancelled, StoredTaskResult
 
-__all__ = ["CANCELLED", "TaskResultAdmin"]
+__all__ = ["TaskResultAdmin"]
 
-CANCELLED = f"{RunCancelled.__module__}.{RunCancelled.__qualname__}"
+_CANCELLED = f"{RunCancelled.__module__}.{RunCancelled.__qualname__}"
 
 
 class TaskResultAdmin(ModelAdminOf[StoredTaskResult]):
@@ -62,9 +62,6 @@ class TaskResultAdmin(ModelAdminOf[StoredTaskResult]):
     )
     readonly_fields = fields
     actions = ("retry_runs", "cancel_runs")
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[StoredTaskResult]:
-        return super().get_queryset(request).using(app_settings.DATABASE)
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[StoredTaskResult], search_term: str
@@ -168,7 +165,7 @@ class TaskResultAdmin(ModelAdminOf[StoredTaskResult]):
         """Marks ready runs failed, so workers ack their messages unrun, and
         releases the key claims of the coalescing ones."""
         error = {
-            "exception_class_path": CANCELLED,
+            "exception_class_path": _CANCELLED,
             "traceback": f"{RunCancelled.__name__}: cancelled by {request.user} in the admin\n",
             "final": True,
         }

@@ -22,22 +22,16 @@ from astral_taskclaim.admin.chart import Chart, history_chart
 from astral_taskclaim.db import sqlfiles
 
 __all__ = [
-    "OUTCOMES",
-    "WINDOWS",
     "RunChart",
-    "RunWindow",
-    "outcome_labels",
-    "run_chart",
     "run_charts",
-    "run_history",
 ]
 
 #: The outcomes, in their order from the axis up.
-OUTCOMES = ("succeeded", "retried", "failed")
+_OUTCOMES = ("succeeded", "retried", "failed")
 
 
 @dataclass(frozen=True)
-class RunWindow:
+class _RunWindow:
     """A chart's span: ``buckets`` buckets of ``bucket_minutes`` up to now."""
 
     name: str
@@ -46,7 +40,7 @@ class RunWindow:
 
 
 #: Per minute over the last hour; per half hour over the last day.
-WINDOWS = (RunWindow("hour", 60, 1), RunWindow("day", 48, 30))
+_WINDOWS = (_RunWindow("hour", 60, 1), _RunWindow("day", 48, 30))
 
 
 @dataclass(frozen=True)
@@ -60,7 +54,7 @@ class RunChart:
     totals: list[tuple[str, str, int]]
 
 
-def outcome_labels() -> dict[str, str]:
+def _outcome_labels() -> dict[str, str]:
     """Each outcome's label, in the current language."""
     return {
         "succeeded": gettext("succeeded"),
@@ -69,10 +63,10 @@ def outcome_labels() -> dict[str, str]:
     }
 
 
-def run_history(using: str, window: RunWindow) -> dict[str, list[int]]:
+def _run_history(using: str, window: _RunWindow) -> dict[str, list[int]]:
     """Runs per outcome in each bucket of ``window``, bucket 0 the latest:
     one statement (``admin/run_history.sql``)."""
-    counts = {outcome: [0] * window.buckets for outcome in OUTCOMES}
+    counts = {outcome: [0] * window.buckets for outcome in _OUTCOMES}
     with connections[using].cursor() as cursor:
         cursor.execute(
             sqlfiles.read("admin/run_history.sql"),
@@ -84,7 +78,7 @@ def run_history(using: str, window: RunWindow) -> dict[str, list[int]]:
     return counts
 
 
-def _title(window: RunWindow) -> str:
+def _title(window: _RunWindow) -> str:
     if window.bucket_minutes == 1:
         return gettext("Runs per minute, last %(minutes)d minutes") % {"minutes": window.buckets}
     return gettext("Runs per %(bucket)d minutes, last %(hours)g hours") % {
@@ -93,15 +87,15 @@ def _title(window: RunWindow) -> str:
     }
 
 
-def run_chart(using: str, window: RunWindow) -> RunChart:
+def _run_chart(using: str, window: _RunWindow) -> RunChart:
     """The chart of ``window``, its heading and a sentence saying its totals."""
-    labels = outcome_labels()
-    counts = run_history(using, window)
+    labels = _outcome_labels()
+    counts = _run_history(using, window)
     chart = history_chart(
-        {outcome: (labels[outcome], counts[outcome]) for outcome in OUTCOMES},
+        {outcome: (labels[outcome], counts[outcome]) for outcome in _OUTCOMES},
         bucket_minutes=window.bucket_minutes,
     )
-    totals = [(outcome, labels[outcome], sum(counts[outcome])) for outcome in OUTCOMES]
+    totals = [(outcome, labels[outcome], sum(counts[outcome])) for outcome in _OUTCOMES]
     title = _title(window)
     summary = ", ".join(f"{total} {label}" for _outcome, label, total in totals)
     description = gettext(
@@ -113,4 +107,4 @@ def run_chart(using: str, window: RunWindow) -> RunChart:
 
 def run_charts(using: str) -> list[RunChart]:
     """The last hour's and the last day's charts."""
-    return [run_chart(using, window) for window in WINDOWS]
+    return [_run_chart(using, window) for window in _WINDOWS]

@@ -45,7 +45,7 @@ class ScheduleAdmin(ModelAdminOf[ScheduleRecord]):
     def get_queryset(self, request: HttpRequest) -> QuerySet[ScheduleRecord]:
         self._declared = {s.name: s for s in declared_schedules()}
         self._by_pg_cron = run_by_pg_cron(list(self._declared.values()), app_settings.DATABASE)
-        return super().get_queryset(request).using(app_settings.DATABASE)
+        return super().get_queryset(request)
 
     def _schedule(self, record: ScheduleRecord) -> Schedule | None:
         return (self._declared or {}).get(record.name)

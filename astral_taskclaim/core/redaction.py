@@ -6,7 +6,7 @@ library quotes a refused header as ``b'Bearer tok\\n'``, a traceback shows
 escapes its quotes and backslashes. :func:`redact` replaces every one of
 those shapes, so a check for the exact text is never the only defence.
 
-:func:`configured_secrets` gathers what this process must never show: the
+:func:`_configured_secrets` gathers what this process must never show: the
 database passwords in ``DATABASES`` and the credentials of the queues in
 ``TASKCLAIM_QUEUES`` (plus those of queue objects handed in, which may have
 been built outside the settings). The log filter computes them once per
@@ -28,18 +28,15 @@ from django.utils.module_loading import import_string
 
 __all__ = [
     "REDACTED",
-    "RedactingFilter",
-    "configured_secrets",
     "redact",
     "redact_configured",
     "redacting_filter",
-    "representations",
 ]
 
 REDACTED = "[redacted]"
 
 
-def representations(secret: str) -> set[str]:
+def _representations(secret: str) -> set[str]:
     """Every way ``secret`` may be written in text: as is, as Python's
     ``repr`` of the text and of its UTF-8 bytes shows it, JSON-escaped,
     backslash-escaped and percent-encoded (with and without ``+`` for
@@ -74,7 +71,7 @@ def redact(text: str, secrets: Iterable[str]) -> str:
 def _longest_first(secrets: Iterable[str]) -> tuple[str, ...]:
     shapes: set[str] = set()
     for secret in secrets:
-        shapes |= representations(secret)
+        shapes |= _representations(secret)
     return tuple(sorted(shapes, key=len, reverse=True))
 
 
@@ -88,7 +85,7 @@ def _replace_shapes(text: str, shapes: tuple[str, ...]) -> str:
 def _configured_shapes() -> tuple[str, ...]:
     """The shapes of the settings' secrets, computed once: the filter runs on
     every log record, and gathering them imports every queue backend."""
-    return _longest_first(configured_secrets())
+    return _longest_first(_configured_secrets())
 
 
 def _forget_configured_shapes(*, setting: str, **kwargs: Any) -> None:
@@ -99,7 +96,7 @@ def _forget_configured_shapes(*, setting: str, **kwargs: Any) -> None:
 setting_changed.connect(_forget_configured_shapes)
 
 
-def configured_secrets(*queues: Any) -> list[str]:
+def _configured_secrets(*queues: Any) -> list[str]:
     """The database passwords, the secret options of every configured queue,
     and the credentials of ``queues`` (any object with a ``credentials()``
     method, such as a remote queue backend)."""
@@ -117,9 +114,9 @@ def configured_secrets(*queues: Any) -> list[str]:
 
 
 def redact_configured(text: str, *queues: Any) -> str:
-    """``text`` with every configured secret (see :func:`configured_secrets`)
+    """``text`` with every configured secret (see :func:`_configured_secrets`)
     redacted."""
-    return redact(text, configured_secrets(*queues))
+    return redact(text, _configured_secrets(*queues))
 
 
 def _queue_setting_secrets(config: Any) -> list[str]:
@@ -140,8 +137,8 @@ def _queue_setting_secrets(config: Any) -> list[str]:
     return values
 
 
-class RedactingFilter(logging.Filter):
-    """A logging filter that redacts :func:`configured_secrets` from a
+class _RedactingFilter(logging.Filter):
+    """A logging filter that redacts :func:`_configured_secrets` from a
     record's message and traceback before any handler sees it.
 
     Attached to the loggers of the modules that log error text from
@@ -166,4 +163,4 @@ class RedactingFilter(logging.Filter):
 
 
 #: The one filter instance the package's loggers share.
-redacting_filter = RedactingFilter()
+redacting_filter = _RedactingFilter()

@@ -57,7 +57,7 @@ from astral_taskclaim.db import sqlfiles
 from astral_taskclaim.db.connections import apooled, connection_params, log_read_only
 from astral_taskclaim.db.statements import may_prepare
 
-__all__ = ["AsyncConnection", "AsyncPool", "aclose_pools", "pool"]
+__all__ = ["AsyncConnection", "aclose_pools", "pool"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class _StaleConnection(Exception):
     """A connection kept idle in the pool turned out dead on its next use."""
 
 
-class AsyncPool:
+class _AsyncPool:
     """Connections to one database alias for one event loop."""
 
     def __init__(self, alias: str, *, max_size: int, generation: int) -> None:
@@ -201,14 +201,14 @@ async def _close_quietly(connection: AsyncConnection) -> None:
         logger.debug("closing a pooled connection failed", exc_info=True)
 
 
-_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, AsyncPool]] = (
+_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _AsyncPool]] = (
     weakref.WeakKeyDictionary()
 )
 _pools_lock = threading.Lock()  # loops of several threads share the mapping
 _generation = 0  # bumped when DATABASES or the pool size change
 
 
-async def pool(alias: str) -> AsyncPool:
+async def pool(alias: str) -> _AsyncPool:
     """The running loop's pool for ``alias``; made on first use, and made
     again after ``override_settings`` changes the databases or pool size."""
     loop = asyncio.get_running_loop()
@@ -217,7 +217,7 @@ async def pool(alias: str) -> AsyncPool:
         current = pools.get(alias)
         outdated = current if current is not None and current.generation != _generation else None
         if current is None or outdated is not None:
-            current = pools[alias] = AsyncPool(
+            current = pools[alias] = _AsyncPool(
                 alias, max_size=app_settings.ASYNC_POOL, generation=_generation
             )
     if outdated is not None:

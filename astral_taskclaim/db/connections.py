@@ -43,7 +43,6 @@ __all__ = [
     "close_connections",
     "connection_params",
     "drop_if_read_only",
-    "is_read_only_error",
     "known_pooler",
     "log_read_only",
     "pooled",
@@ -164,7 +163,7 @@ def _forget_poolers(*, setting: str, **kwargs: Any) -> None:
 setting_changed.connect(_forget_poolers)
 
 
-def is_read_only_error(error: BaseException) -> bool:
+def _is_read_only_error(error: BaseException) -> bool:
     """Whether ``error`` (psycopg's or Django's wrapping it) is a write
     refused because the server is read-only (a standby)."""
     return isinstance(error, psycopg.errors.ReadOnlySqlTransaction) or isinstance(
@@ -187,7 +186,7 @@ def drop_if_read_only(database: BaseDatabaseWrapper, error: BaseException) -> No
     write as read-only, closes the connection, at once in autocommit, else
     where Django next checks it (``close_old_connections()``, at the end of
     a request) once the transaction is over."""
-    if not is_read_only_error(error) or database.connection is None:
+    if not _is_read_only_error(error) or database.connection is None:
         return
     log_read_only(database.alias)
     if database.in_atomic_block:

@@ -34,13 +34,9 @@ from astral_taskclaim.db.connections import separate_connection
 
 __all__ = [
     "CLAIMS_JOB",
-    "JOB_NAME",
-    "JOB_SCHEDULE",
     "Job",
     "has_cleanup_job",
     "has_job",
-    "job_command",
-    "job_name",
     "schedule",
     "schedule_job",
     "unschedule",
@@ -65,16 +61,16 @@ class Job:
 
 
 CLAIMS_JOB = Job("taskclaim-ttl", "15 * * * *")
-JOB_NAME = CLAIMS_JOB.base
-JOB_SCHEDULE = CLAIMS_JOB.schedule
+_JOB_NAME = CLAIMS_JOB.base
+_JOB_SCHEDULE = CLAIMS_JOB.schedule
 
 
-def job_command() -> str:
+def _job_command() -> str:
     """The claims job's SQL, exactly as the TypeScript package schedules it."""
     return sqlfiles.read("taskclaim/jobs/command.sql")
 
 
-def job_name(database: str, cron_database: str) -> str:
+def _job_name(database: str, cron_database: str) -> str:
     """The claims job's name for ``database`` (:meth:`Job.name`)."""
     return CLAIMS_JOB.name(database, cron_database)
 
@@ -217,7 +213,7 @@ def schedule(schema_editor: BaseDatabaseSchemaEditor) -> None:
     """Schedules the claims job for the app's database, or skips it with a
     warning and a NOTICE (the migrating client and the server log show it)."""
     reason = schedule_job(
-        schema_editor.connection, CLAIMS_JOB, job_command(), create_extension=True
+        schema_editor.connection, CLAIMS_JOB, _job_command(), create_extension=True
     )
     if reason is None:
         return

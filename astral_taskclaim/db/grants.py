@@ -4,7 +4,7 @@ every ``migrate`` rather than by the migrations.
 A migration runs once, and its SQL is never edited after release; the
 service role is a setting, which may be set, or name another role, long
 after the tables were made. So the grants are the *current* files of
-:data:`GRANTS` (each beside the SQL of its table's owner), applied by the
+:data:`_GRANTS` (each beside the SQL of its table's owner), applied by the
 ``post_migrate`` handler of the app's configuration to the objects of every
 applied migration, as the admin role when one is set. ``GRANT`` is
 idempotent: running them again grants nothing twice, and a grant added to a
@@ -23,12 +23,12 @@ from django.db.migrations.recorder import MigrationRecorder
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.db import roles, sqlfiles
 
-__all__ = ["GRANTS", "applied_migrations", "apply_grants"]
+__all__ = ["applied_migrations", "apply_grants"]
 
 logger = logging.getLogger(__name__)
 
 #: The migration creating the objects -> the grants file for them.
-GRANTS = {
+_GRANTS = {
     "0001_slug": "slug/grants.sql",
     "0002_taskclaim": "taskclaim/grants.sql",
     "0005_queue": "queue/grants.sql",
@@ -52,7 +52,7 @@ def apply_grants(connection: BaseDatabaseWrapper) -> list[str]:
     if not service:
         return []
     applied = applied_migrations(connection)
-    paths = [path for migration, path in GRANTS.items() if migration in applied]
+    paths = [path for migration, path in _GRANTS.items() if migration in applied]
     if not paths:
         return []
     with (

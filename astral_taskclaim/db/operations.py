@@ -6,7 +6,7 @@ are expanded and nothing is formatted into it, so what a migration runs can
 never change after it is released (see :mod:`astral_taskclaim.migrations`).
 :class:`ScheduleCleanupJob` schedules pg_cron's claims cleanup job where
 pg_cron allows it. Both act on the claims database only, as every
-:class:`ClaimsDatabaseOperation` does.
+:class:`_ClaimsDatabaseOperation` does.
 """
 
 from __future__ import annotations
@@ -23,10 +23,8 @@ from astral_taskclaim.db import cron, roles
 from astral_taskclaim.db.connections import server_version
 
 __all__ = [
-    "ClaimsDatabaseOperation",
     "RunMigrationSQL",
     "ScheduleCleanupJob",
-    "migration_sql",
 ]
 
 # Short names keep Django's four-argument signatures on one line each.
@@ -34,7 +32,7 @@ _Editor = BaseDatabaseSchemaEditor
 _State = ProjectState
 
 
-def migration_sql(name: str) -> str:
+def _migration_sql(name: str) -> str:
     """The text of ``astral_taskclaim/migrations/sql/<name>``, byte for byte."""
     resource = files("astral_taskclaim").joinpath("migrations", "sql", name)
     if "/" in name or not name.endswith(".sql") or not resource.is_file():
@@ -42,7 +40,7 @@ def migration_sql(name: str) -> str:
     return resource.read_text(encoding="utf-8")
 
 
-class ClaimsDatabaseOperation(migrations.RunSQL):
+class _ClaimsDatabaseOperation(migrations.RunSQL):
     """A migration operation that runs :meth:`forwards` (and :meth:`backwards`
     backwards) on the claims database (``TASKCLAIM_DATABASE``) only, whatever
     the router says about other apps; other databases are left alone.
@@ -79,7 +77,7 @@ class ClaimsDatabaseOperation(migrations.RunSQL):
             self.backwards(schema_editor)
 
 
-class RunMigrationSQL(ClaimsDatabaseOperation):
+class RunMigrationSQL(_ClaimsDatabaseOperation):
     """Runs migration SQL file ``forward`` (and ``reverse`` backwards), names
     in ``migrations/sql/``; ``legacy_forward`` replaces ``forward`` on servers
     older than ``legacy_below`` (``server_version_num``).
@@ -118,14 +116,14 @@ class RunMigrationSQL(ClaimsDatabaseOperation):
         if self.legacy_forward and server_version(schema_editor.connection) < self.legacy_below:
             path = self.legacy_forward
         with roles.acting_as_admin(schema_editor):
-            schema_editor.execute(migration_sql(path), params=None)
+            schema_editor.execute(_migration_sql(path), params=None)
 
     def backwards(self, schema_editor: BaseDatabaseSchemaEditor) -> None:
         with roles.acting_as_admin(schema_editor):
-            schema_editor.execute(migration_sql(self.reverse), params=None)
+            schema_editor.execute(_migration_sql(self.reverse), params=None)
 
 
-class ScheduleCleanupJob(ClaimsDatabaseOperation):
+class ScheduleCleanupJob(_ClaimsDatabaseOperation):
     """Schedules pg_cron job ``taskclaim-ttl``: ``taskclaim.delete_expired()``
     at minute 15 of every hour with a 30 s statement timeout.
 

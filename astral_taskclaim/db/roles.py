@@ -13,10 +13,10 @@ from psycopg import sql
 
 from astral_taskclaim.core.conf import app_settings
 
-__all__ = ["acting_as_admin", "configured_roles", "how_to_create", "missing_roles", "require_roles"]
+__all__ = ["acting_as_admin", "how_to_create", "missing_roles"]
 
 
-def configured_roles() -> dict[str, str]:
+def _configured_roles() -> dict[str, str]:
     """The configured roles by setting name, unset ones left out."""
     found = {
         "TASKCLAIM_ADMIN_ROLE": app_settings.ADMIN_ROLE,
@@ -27,7 +27,7 @@ def configured_roles() -> dict[str, str]:
 
 def missing_roles(connection: BaseDatabaseWrapper) -> dict[str, str]:
     """The configured roles the server does not have, by setting name."""
-    wanted = configured_roles()
+    wanted = _configured_roles()
     if not wanted:
         return {}
     with connection.cursor() as cursor:
@@ -51,7 +51,7 @@ def how_to_create(setting: str, role: str) -> str:
     return f"{setting} names role {role!r}, which does not exist; create it with: {create}"
 
 
-def require_roles(connection: BaseDatabaseWrapper) -> None:
+def _require_roles(connection: BaseDatabaseWrapper) -> None:
     """Raises :class:`ImproperlyConfigured` naming the first missing role."""
     for setting, role in missing_roles(connection).items():
         raise ImproperlyConfigured(how_to_create(setting, role))
@@ -62,7 +62,7 @@ def acting_as_admin(schema_editor: BaseDatabaseSchemaEditor) -> Iterator[None]:
     """Runs the block as ``TASKCLAIM_ADMIN_ROLE`` (when set), so the objects it
     creates belong to that role; checks the configured roles exist first."""
     connection = schema_editor.connection
-    require_roles(connection)
+    _require_roles(connection)
     admin = app_settings.ADMIN_ROLE
     if not admin:
         yield

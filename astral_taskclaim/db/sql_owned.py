@@ -13,13 +13,22 @@ once: its models are unmanaged, and each gives only its table and names::
             db_table = '"taskclaim"."claim"'
             verbose_name = _("claim")
             ...
+
+The two tables of messages on their way, the PostgreSQL queue's
+``taskclaim.message`` and the remote queues' outbox ``taskclaim.outbox``,
+start alike: :class:`SqlOwnedMessage` gives their first columns and what
+reads the body.
 """
 
 from __future__ import annotations
 
-from django.db import models
+import json
+from typing import Any
 
-__all__ = ["SqlOwnedModel"]
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+__all__ = ["SqlOwnedMessage", "SqlOwnedModel"]
 
 
 class SqlOwnedModel(models.Model):
@@ -31,3 +40,23 @@ class SqlOwnedModel(models.Model):
     class Meta:
         abstract = True
         managed = False
+
+
+class SqlOwnedMessage(SqlOwnedModel):
+    """A message table of the app's SQL: its first columns, an ``id``, the
+    ``queue`` and the JSON ``body`` byte for byte, and the body decoded."""
+
+    id = models.BigAutoField(_("id"), primary_key=True)
+    queue = models.TextField(_("queue"))
+    body = models.TextField(_("body"), help_text=_("The message's JSON, byte for byte."))
+
+    class Meta(SqlOwnedModel.Meta):
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.queue} #{self.pk}"
+
+    @property
+    def payload(self) -> Any:
+        """The body decoded from JSON."""
+        return json.loads(self.body)

@@ -2,7 +2,7 @@
 
 Each SQL file lives beside the code that runs it, under a family folder
 named by the first part of its path: ``taskclaim/claim.sql`` is in
-``db/sql``, ``queue/send.sql`` in ``queues/postgres/sql``. :data:`HOMES`
+``db/sql``, ``queue/send.sql`` in ``queues/postgres/sql``. :data:`_HOMES`
 maps each family to its folder, so callers name a file by ``family/file``
 wherever it lives.
 
@@ -32,10 +32,10 @@ from importlib.resources.abc import Traversable
 
 from psycopg import sql
 
-__all__ = ["HOMES", "all_paths", "expand", "package_path", "read", "source", "with_roles"]
+__all__ = ["read", "source", "with_roles"]
 
 #: Family of SQL files -> the folder (in the package) holding its folder.
-HOMES = {
+_HOMES = {
     "taskclaim": "db/sql",
     "slug": "db/sql",
     "testing": "db/sql",
@@ -48,13 +48,13 @@ HOMES = {
 }
 
 
-def package_path(path: str) -> str:
+def _package_path(path: str) -> str:
     """Where the SQL file named ``family/file.sql`` lives inside the
     package, e.g. ``queues/postgres/sql/queue/send.sql``."""
     family = path.split("/", 1)[0]
-    if family not in HOMES:
+    if family not in _HOMES:
         raise FileNotFoundError(f"{path!r} names no family of shipped SQL files")
-    return f"{HOMES[family]}/{path}"
+    return f"{_HOMES[family]}/{path}"
 
 
 _INCLUDE = re.compile(r"(?P<indent>[ \t]*)-- include: (?P<path>\S+)[ \t]*")
@@ -65,9 +65,9 @@ _WITH = re.compile(r"[ \t]*--   with: (?P<text>.*\S)[ \t]*")
 def source(path: str) -> str:
     """The SQL file named ``path`` (``family/file.sql``) as written, its
     includes not yet expanded."""
-    resource = files("astral_taskclaim").joinpath(*package_path(path).split("/"))
+    resource = files("astral_taskclaim").joinpath(*_package_path(path).split("/"))
     if not resource.is_file():
-        raise FileNotFoundError(f"astral_taskclaim/{package_path(path)} is not a shipped SQL file")
+        raise FileNotFoundError(f"astral_taskclaim/{_package_path(path)} is not a shipped SQL file")
     return resource.read_text(encoding="utf-8")
 
 
@@ -75,10 +75,10 @@ def source(path: str) -> str:
 def read(path: str) -> str:
     """Text of the SQL file named ``path`` (``family/file.sql``), its
     includes expanded: what is sent to the server."""
-    return expand(source(path), where=path)
+    return _expand(source(path), where=path)
 
 
-def expand(text: str, *, where: str) -> str:
+def _expand(text: str, *, where: str) -> str:
     """``text`` with each ``-- include:`` marker replaced by the statement
     it names, changed as the ``replacing:``/``with:`` lines after it say.
     ``where`` names ``text`` in errors."""
@@ -123,7 +123,7 @@ def _replace(statement: str, old: str, new: str, where: str) -> str:
     return statement.replace(old, new)
 
 
-def all_paths() -> list[str]:
+def _all_paths() -> list[str]:
     """Every shipped SQL file, named ``family/file.sql`` as :func:`read` takes it."""
     found: list[str] = []
 
@@ -135,7 +135,7 @@ def all_paths() -> list[str]:
                 found.append(prefix + child.name)
 
     root = files("astral_taskclaim")
-    for family, home in HOMES.items():
+    for family, home in _HOMES.items():
         walk(root.joinpath(*home.split("/"), family), f"{family}/")
     return sorted(found)
 

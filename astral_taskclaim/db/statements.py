@@ -72,7 +72,7 @@ from astral_taskclaim.core.not_migrated import explains_missing_tables
 from astral_taskclaim.db import sqlfiles
 from astral_taskclaim.db.connections import drop_if_read_only, known_pooler, pooled
 
-__all__ = ["Connector", "configured_alias", "explains_event_loop", "may_prepare", "run"]
+__all__ = ["Connector", "configured_alias", "may_prepare", "run"]
 
 #: What a sync call on the event loop says, in place of Django's advice
 #: (``sync_to_async``, one thread for every request's claim).
@@ -88,7 +88,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def explains_event_loop(function: Callable[P, R]) -> Callable[P, R]:
+def _explains_event_loop(function: Callable[P, R]) -> Callable[P, R]:
     """Decorates a function running the app's SQL: Django's
     ``SynchronousOnlyOperation`` (a blocking connection used on an event
     loop) is raised again naming the async functions to call instead."""
@@ -232,7 +232,7 @@ class Connector:
         return not relayed
 
     @explains_missing_tables
-    @explains_event_loop
+    @_explains_event_loop
     def _run(
         self, path: str, params: Mapping[str, Any] | None, *, prepare: bool
     ) -> tuple[Rows, int]:

@@ -18,13 +18,13 @@ from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.queues import BaseQueue, unknown_queue
 from astral_taskclaim.worker.shutdown import TwoStageStop
 
-__all__ = ["LEVELS", "L", "Loop", "QueueLoopCommand", "console_log"]
+__all__ = ["L", "QueueLoopCommand"]
 
 #: Console log level by ``--verbosity``: 0 warnings, 1 a line per batch, 2+ debug.
-LEVELS = {0: logging.WARNING, 1: logging.INFO}
+_LEVELS = {0: logging.WARNING, 1: logging.INFO}
 
 
-class Loop(Protocol):
+class _Loop(Protocol):
     """A loop a command runs: a worker or a relay."""
 
     @property
@@ -34,7 +34,7 @@ class Loop(Protocol):
     def stopper(self) -> TwoStageStop: ...
 
 
-L = TypeVar("L", bound=Loop)
+L = TypeVar("L", bound=_Loop)
 
 
 class QueueLoopCommand(BaseCommand, Generic[L]):
@@ -85,18 +85,18 @@ class QueueLoopCommand(BaseCommand, Generic[L]):
         if errors:
             raise CommandError("; ".join(errors))
         self.prepare(loop, options)
-        with console_log(self.stderr, options["verbosity"]), loop.stopper.signal_handlers():
+        with _console_log(self.stderr, options["verbosity"]), loop.stopper.signal_handlers():
             self.run_loop(loop, options)
 
 
 @contextmanager
-def console_log(stderr: OutputWrapper, verbosity: int) -> Iterator[None]:
+def _console_log(stderr: OutputWrapper, verbosity: int) -> Iterator[None]:
     """Shows the app's log records at ``verbosity`` while running: on the
     command's ``stderr``, or only through the project's own console handler
     when ``LOGGING`` gives the app one (each record printed once). The
     verbosity sets the app logger's level either way, so ``-v 0`` keeps
     ``INFO`` lines out of the project's handlers too."""
-    level = LEVELS.get(verbosity, logging.DEBUG)
+    level = _LEVELS.get(verbosity, logging.DEBUG)
     logger = logging.getLogger("astral_taskclaim")
     previous = logger.level
     handler = None if _prints_to_console(logger) else logging.StreamHandler(_Unstyled(stderr))

@@ -53,11 +53,6 @@ from astral_taskclaim.queues.options import (
 from astral_taskclaim.queues.remote import RemoteQueue, chunks
 
 __all__ = [
-    "DECODABLE",
-    "DEFAULT_BASE_URL",
-    "MAX_BATCH_BYTES",
-    "MAX_MESSAGE_BYTES",
-    "METADATA_BYTES",
     "OPTIONS",
     "CloudflareQueue",
 ]
@@ -65,21 +60,21 @@ __all__ = [
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
 
-DEFAULT_BASE_URL = "https://api.cloudflare.com/client/v4"
+_DEFAULT_BASE_URL = "https://api.cloudflare.com/client/v4"
 #: Cloudflare's limit on one message, in decimal kilobytes, metadata included.
-MAX_MESSAGE_BYTES = 128_000
+_MAX_MESSAGE_BYTES = 128_000
 #: What Cloudflare adds to each message's size for its metadata (about).
-METADATA_BYTES = 100
+_METADATA_BYTES = 100
 #: Cloudflare's limit on the messages of one ``/messages/batch`` call.
-MAX_BATCH_BYTES = 256_000
+_MAX_BATCH_BYTES = 256_000
 #: The content types a consumer outside Workers can decode.
-DECODABLE = ("json", "text", "bytes")
+_DECODABLE = ("json", "text", "bytes")
 
 OPTIONS = {
     "account_id": Option(text),
     "queue_id": Option(text),
     "api_token": Option(secret, secret=True),
-    "base_url": Option(http_url, default=DEFAULT_BASE_URL),
+    "base_url": Option(http_url, default=_DEFAULT_BASE_URL),
     # Seconds, as on the other queues; the API takes whole milliseconds.
     "visibility_timeout": Option(number(0.001, 43_200, unit="seconds"), default=30.0),
     "timeout": Option(number(0, 600, low_open=True), default=30.0),
@@ -106,7 +101,7 @@ class CloudflareQueue(RemoteQueue):
     """
 
     max_batch_size = 100
-    max_body_bytes = MAX_MESSAGE_BYTES - METADATA_BYTES
+    max_body_bytes = _MAX_MESSAGE_BYTES - _METADATA_BYTES
 
     option_spec = OPTIONS
     _client: httpx.Client | None
@@ -130,7 +125,7 @@ class CloudflareQueue(RemoteQueue):
         atomic: one that fails after others went through raises
         :class:`PartlySentError` naming the bodies not sent."""
         sent = 0
-        parts = chunks(encoded, self.max_batch_size, MAX_BATCH_BYTES, overhead=METADATA_BYTES)
+        parts = chunks(encoded, self.max_batch_size, _MAX_BATCH_BYTES, overhead=_METADATA_BYTES)
         for chunk in parts:
             try:
                 self._post(
@@ -220,7 +215,7 @@ class CloudflareQueue(RemoteQueue):
         Cloudflare delivers it again and, after the consumer's
         ``max_retries``, moves it to the dead-letter queue."""
         content_type = _content_type(message)
-        if content_type in DECODABLE:
+        if content_type in _DECODABLE:
             return True
         logger.error(
             "%s message %s has content type %r, which only a Worker can decode; left to the "

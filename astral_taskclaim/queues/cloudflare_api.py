@@ -16,24 +16,20 @@ from astral_taskclaim.queues.base import QueueError
 from astral_taskclaim.queues.remote import RequestRefusedError
 
 __all__ = [
-    "PERMANENT_429",
-    "REFUSED_STATUSES",
     "CloudflareError",
     "CloudflareRefusedError",
-    "Redact",
     "describe",
     "error",
-    "error_pairs",
     "permanent",
     "result",
     "retry_after",
 ]
 
-Redact = Callable[[str], str]
+_Redact = Callable[[str], str]
 
 #: ``429`` codes that waiting does not clear: the account's storage limit,
 #: a disabled queue, the free plan's daily limit.
-PERMANENT_429 = {
+_PERMANENT_429 = {
     10251: "the queue's storage limit is reached: consume or purge its backlog",
     10252: "the queue is disabled: enable it in the Cloudflare dashboard",
     10253: "the account's free-tier limit is reached: wait for the daily reset or upgrade",
@@ -65,7 +61,7 @@ class CloudflareRefusedError(CloudflareError, RequestRefusedError):
 
 
 #: The statuses of a send refused for what it holds.
-REFUSED_STATUSES = (400, 413)
+_REFUSED_STATUSES = (400, 413)
 
 
 def retry_after(value: str | None) -> float | None:
@@ -84,7 +80,7 @@ def retry_after(value: str | None) -> float | None:
         return None
 
 
-def error_pairs(response: httpx.Response) -> list[tuple[int | None, str]]:
+def _error_pairs(response: httpx.Response) -> list[tuple[int | None, str]]:
     """Cloudflare's ``(code, message)`` pairs in an answer (none if it has none)."""
     try:
         errors = response.json().get("errors") or []
@@ -95,30 +91,30 @@ def error_pairs(response: httpx.Response) -> list[tuple[int | None, str]]:
 
 def describe(response: httpx.Response) -> str:
     """An answer as ``HTTP <status>: <code> <message>; ...``."""
-    errors = error_pairs(response)
+    errors = _error_pairs(response)
     detail = "; ".join(f"{code} {message}" for code, message in errors) or response.reason_phrase
     return f"HTTP {response.status_code}: {detail}"
 
 
 def permanent(response: httpx.Response) -> str:
     """What a ``429`` that waiting cannot clear means ("" for one it can)."""
-    codes = [code for code, _ in error_pairs(response)]
-    return "; ".join(PERMANENT_429[code] for code in codes if code in PERMANENT_429)
+    codes = [code for code, _ in _error_pairs(response)]
+    return "; ".join(_PERMANENT_429[code] for code in codes if code in _PERMANENT_429)
 
 
 def error(
-    response: httpx.Response, where: str, redact: Redact, *, send: bool = False
+    response: httpx.Response, where: str, redact: _Redact, *, send: bool = False
 ) -> CloudflareError:
     """The :class:`CloudflareError` of a refused call, its text redacted; a
     :class:`CloudflareRefusedError` for a ``send`` refused for its content."""
     message = redact(f"{where}: {describe(response)}")
-    pairs = [(code, redact(text)) for code, text in error_pairs(response)]
-    refused = send and response.status_code in REFUSED_STATUSES
+    pairs = [(code, redact(text)) for code, text in _error_pairs(response)]
+    refused = send and response.status_code in _REFUSED_STATUSES
     kind = CloudflareRefusedError if refused else CloudflareError
     return kind(message, status=response.status_code, errors=pairs)
 
 
-def result(response: httpx.Response, where: str, redact: Redact) -> Any:
+def result(response: httpx.Response, where: str, redact: _Redact) -> Any:
     """The ``result`` of a successful answer; :class:`CloudflareError` if the
     answer is not JSON or says ``"success": false``."""
     try:

@@ -36,16 +36,12 @@ from astral_taskclaim.queues.base import BaseQueue, QueueStatus
 from astral_taskclaim.queues.messages import MAX_DELAY_SECONDS, MessageBatch, ReceivedMessage
 
 __all__ = [
-    "DEFAULT_VISIBILITY_TIMEOUT",
-    "MAX_QUEUE_NAME_BYTES",
     "MemoryQueue",
-    "MemoryStore",
     "reset",
-    "store_for",
 ]
 
-DEFAULT_VISIBILITY_TIMEOUT = 60.0
-MAX_QUEUE_NAME_BYTES = 1024
+_DEFAULT_VISIBILITY_TIMEOUT = 60.0
+_MAX_QUEUE_NAME_BYTES = 1024
 
 
 @dataclass
@@ -57,7 +53,7 @@ class _Entry:
     lease: str | None = None
 
 
-class MemoryStore:
+class _MemoryStore:
     """The messages of one queue name; ``clock`` (seconds, monotonic) can
     be replaced in tests to move time forward without waiting."""
 
@@ -76,14 +72,14 @@ class MemoryStore:
             self.condition.notify_all()
 
 
-_stores: dict[str, MemoryStore] = {}
+_stores: dict[str, _MemoryStore] = {}
 _stores_lock = threading.Lock()
 
 
-def store_for(queue_name: str) -> MemoryStore:
+def _store_for(queue_name: str) -> _MemoryStore:
     """The process's store for ``queue_name``, created on first use."""
     with _stores_lock:
-        return _stores.setdefault(queue_name, MemoryStore())
+        return _stores.setdefault(queue_name, _MemoryStore())
 
 
 def reset() -> None:
@@ -97,8 +93,8 @@ class MemoryQueue(BaseQueue):
 
     supports_lease_extension = True
     option_spec = {
-        "queue_name": opts.queue_name_option(MAX_QUEUE_NAME_BYTES),
-        "visibility_timeout": opts.seconds_option(DEFAULT_VISIBILITY_TIMEOUT, MAX_DELAY_SECONDS),
+        "queue_name": opts.queue_name_option(_MAX_QUEUE_NAME_BYTES),
+        "visibility_timeout": opts.seconds_option(_DEFAULT_VISIBILITY_TIMEOUT, MAX_DELAY_SECONDS),
     }
 
     def __init__(self, alias: str, *, options: Mapping[str, Any] | None = None) -> None:
@@ -107,11 +103,11 @@ class MemoryQueue(BaseQueue):
         self.visibility_timeout: float = self.config["visibility_timeout"]
 
     @property
-    def store(self) -> MemoryStore:
+    def store(self) -> _MemoryStore:
         """This queue's shared store (looked up each time, so :func:`reset`
         takes effect on existing instances)."""
         self.ensure_configured()
-        return store_for(self.queue_name)
+        return _store_for(self.queue_name)
 
     def send(self, body: Any, *, delay_seconds: float = 0) -> None:
         """Queues ``body``, visible after ``delay_seconds``."""

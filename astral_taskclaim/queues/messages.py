@@ -20,6 +20,7 @@ __all__ = ["MAX_DELAY_SECONDS", "MessageBatch", "ReceivedMessage", "Settlement"]
 #: Cloudflare Queues' longest retry delay, which every backend honours.
 MAX_DELAY_SECONDS = 43_200
 
+#: How a consumer settled a message (:attr:`ReceivedMessage.settlement`).
 Settlement = Literal["ack", "retry"]
 
 

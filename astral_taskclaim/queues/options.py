@@ -41,9 +41,6 @@ from django.core import checks
 from astral_taskclaim.core.redaction import REDACTED, redact
 
 __all__ = [
-    "HEADER_SAFE",
-    "OUTBOX_ONLY_REMOTE",
-    "REQUIRED",
     "Option",
     "Problem",
     "Secret",
@@ -65,14 +62,14 @@ __all__ = [
     "whole_delay_seconds",
 ]
 
-REQUIRED: Any = object()
+_REQUIRED: Any = object()
 """Default of an option that must be given."""
 
 #: What a credential may contain: visible ASCII, which any HTTP header carries.
-HEADER_SAFE = re.compile(r"[\x21-\x7e]+")
+_HEADER_SAFE = re.compile(r"[\x21-\x7e]+")
 
 #: The option ``outbox``, which only the remote queues know.
-OUTBOX_ONLY_REMOTE = "is an option of the remote queues (Cloudflare, SQS) only"
+_OUTBOX_ONLY_REMOTE = "is an option of the remote queues (Cloudflare, SQS) only"
 
 
 class Secret:
@@ -102,12 +99,12 @@ class Secret:
 class Option:
     """One option: ``parse`` returns the clean value or raises
     ``ValueError`` saying what is expected (``"must be ..."``); ``default``
-    (:data:`REQUIRED` when it must be given) or ``default_factory`` (called
+    (none when the option must be given) or ``default_factory`` (called
     with the queue's alias); ``secret``: a credential, kept as a
     :class:`Secret` and never echoed; ``check_id`` of a bad value."""
 
     parse: Callable[[Any], Any]
-    default: Any = REQUIRED
+    default: Any = _REQUIRED
     secret: bool = False
     check_id: str = "E013"
     default_factory: Callable[[str], Any] | None = None
@@ -116,7 +113,7 @@ class Option:
         """The default of this option on queue ``alias`` (``None`` if required)."""
         if self.default_factory is not None:
             return self.default_factory(alias)
-        return None if self.default is REQUIRED else self.default
+        return None if self.default is _REQUIRED else self.default
 
 
 @dataclass(frozen=True)
@@ -154,7 +151,7 @@ def parse_options(
     problems: list[Problem] = []
     for name, option in spec.items():
         value = options.get(name)
-        required = option.default is REQUIRED and option.default_factory is None
+        required = option.default is _REQUIRED and option.default_factory is None
         if name not in options or (value is None and required):
             if required:
                 problems.append(Problem("E012", "is required", name))
@@ -173,7 +170,7 @@ def parse_options(
         if name == "outbox":
             hint = "This queue needs no outbox: the PostgreSQL queue writes its messages with "
             hint += "their claims, and the memory queue keeps them in the process."
-            problems.append(Problem("E015", OUTBOX_ONLY_REMOTE, name, hint=hint))
+            problems.append(Problem("E015", _OUTBOX_ONLY_REMOTE, name, hint=hint))
         else:
             known = f"has unknown option {name!r}; known: {', '.join(sorted(spec))}"
             problems.append(Problem("E014", known))
@@ -200,7 +197,7 @@ def secret(value: Any) -> Secret:
     the error says what is wrong without showing the value."""
     raw = value.reveal() if isinstance(value, Secret) else value
     text(raw)
-    if not HEADER_SAFE.fullmatch(raw):
+    if not _HEADER_SAFE.fullmatch(raw):
         raise ValueError(
             "must be visible ASCII characters only (no spaces, newlines, control or non-ASCII "
             "characters, which cannot go in an HTTP header; a secret read from a file often "

@@ -30,7 +30,6 @@ from astral_taskclaim.db import statements
 from astral_taskclaim.queues.base import ClaimedInsert, TextWriter
 
 __all__ = [
-    "DEPTH_BOUND",
     "Failure",
     "OutboxStatus",
     "Row",
@@ -38,7 +37,6 @@ __all__ = [
     "database_problem",
     "delete",
     "insert",
-    "outbox_aliases",
     "outbox_status",
     "record_failures",
     "retry",
@@ -46,7 +44,7 @@ __all__ = [
 ]
 
 #: Outbox depths are counted exactly up to this many rows.
-DEPTH_BOUND = 10_000
+_DEPTH_BOUND = 10_000
 
 
 def claimed_insert(queue: str, writer: Callable[[float], TextWriter]) -> ClaimedInsert:
@@ -140,7 +138,7 @@ def database_problem() -> str | None:
     )
 
 
-def outbox_aliases() -> list[str]:
+def _outbox_aliases() -> list[str]:
     """The ``TASKCLAIM_QUEUES`` aliases configured with an outbox."""
     configured: dict[str, Any] = app_settings.QUEUES
     return [
@@ -158,7 +156,7 @@ class OutboxStatus:
     the rows set aside (the service refused them for good).
 
     ``depth`` is exact when ``depth_exact``; otherwise there are more rows
-    than ``depth`` (:data:`DEPTH_BOUND`). ``oldest_seconds`` is ``None``
+    than ``depth``, the 10,000 counted exactly. ``oldest_seconds`` is ``None``
     for an empty outbox. ``dead`` counts the rows set aside, up to the
     same bound.
     """
@@ -178,18 +176,18 @@ def outbox_status(
     database (or ``using``). A growing depth or an old oldest row means no
     relay runs, or the service refuses the relay's sends; rows set aside
     wait for the admin's retry or delete."""
-    names = sorted(outbox_aliases() if queues is None else set(queues))
+    names = sorted(_outbox_aliases() if queues is None else set(queues))
     if not names:
         return []
     alias = using if using is not None else statements.configured_alias()
-    params = {"queues": names, "bound": DEPTH_BOUND + 1}
+    params = {"queues": names, "bound": _DEPTH_BOUND + 1}
     return [
         OutboxStatus(
             queue=name,
-            depth=min(depth, DEPTH_BOUND),
-            depth_exact=depth <= DEPTH_BOUND,
+            depth=min(depth, _DEPTH_BOUND),
+            depth_exact=depth <= _DEPTH_BOUND,
             oldest_seconds=None if oldest is None else max(float(oldest), 0.0),
-            dead=min(dead, DEPTH_BOUND),
+            dead=min(dead, _DEPTH_BOUND),
         )
         for name, depth, oldest, dead in statements.run(alias, "outbox/status.sql", params)
     ]

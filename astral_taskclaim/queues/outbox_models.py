@@ -9,14 +9,11 @@ registers it under the ``astral_taskclaim`` label.
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from django.db import models
 from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy as _
 
-from astral_taskclaim.db.sql_owned import SqlOwnedModel
+from astral_taskclaim.db.sql_owned import SqlOwnedMessage, SqlOwnedModel
 from astral_taskclaim.fields import LoadableDateTimeField
 
 __all__ = ["OutboxRow", "OutboxRowQuerySet"]
@@ -38,13 +35,11 @@ class OutboxRowQuerySet(models.QuerySet["OutboxRow"]):
         return self.filter(dead_at__isnull=True, available_at__gt=Now())
 
 
-class OutboxRow(SqlOwnedModel):
+class OutboxRow(SqlOwnedMessage):
     """One message of a remote queue waiting for the relay
-    (``taskclaim.outbox``). Unmanaged: the app's SQL owns the table."""
+    (``taskclaim.outbox``), its ``payload`` the body decoded from JSON.
+    Unmanaged: the app's SQL owns the table."""
 
-    id = models.BigAutoField(_("id"), primary_key=True)
-    queue = models.TextField(_("queue"))
-    body = models.TextField(_("body"), help_text=_("The message's JSON, byte for byte."))
     enqueued_at = LoadableDateTimeField(_("enqueued at"))
     attempts = models.IntegerField(_("attempts"), default=0)
     # NULL, not "": the SQL owns the column, and most rows never fail.
@@ -61,11 +56,3 @@ class OutboxRow(SqlOwnedModel):
         verbose_name = _("outbox row")
         verbose_name_plural = _("outbox rows")
         ordering = ("id",)
-
-    def __str__(self) -> str:
-        return f"{self.queue} #{self.pk}"
-
-    @property
-    def payload(self) -> Any:
-        """The body decoded from JSON."""
-        return json.loads(self.body)

@@ -39,29 +39,24 @@ from astral_taskclaim.db import statements
 from astral_taskclaim.db.connections import savepoint_if_in_atomic
 
 __all__ = [
-    "HISTORY_MODES",
-    "MAX_TRACEBACK_CHARS",
     "HistoryMode",
     "RunNote",
     "RunRecord",
     "failure",
     "history_problem",
-    "payload_json",
     "queue_history",
-    "run_params",
     "settle_recording",
-    "worker_id",
     "write_runs",
 ]
 
 #: How much of a task's runs the history keeps.
 HistoryMode = Literal["all", "failures", "none"]
-HISTORY_MODES: tuple[HistoryMode, ...] = ("all", "failures", "none")
+_HISTORY_MODES: tuple[HistoryMode, ...] = ("all", "failures", "none")
 
 RunStatus = Literal["RETRYING", "SUCCESSFUL", "FAILED"]
 
 #: Longest traceback and exception message kept per failed attempt.
-MAX_TRACEBACK_CHARS = 100_000
+_MAX_TRACEBACK_CHARS = 100_000
 MAX_MESSAGE_CHARS = 2_000
 
 logger = logging.getLogger(__name__)
@@ -92,9 +87,9 @@ class RunRecord:
 
 def history_problem(value: object) -> str | None:
     """Why ``value`` is no :data:`HistoryMode`, or ``None``."""
-    if isinstance(value, str) and value in HISTORY_MODES:
+    if isinstance(value, str) and value in _HISTORY_MODES:
         return None
-    return f"must be one of {', '.join(map(repr, HISTORY_MODES))}, got {value!r}"
+    return f"must be one of {', '.join(map(repr, _HISTORY_MODES))}, got {value!r}"
 
 
 def queue_history(alias: str) -> HistoryMode:
@@ -110,7 +105,7 @@ def queue_history(alias: str) -> HistoryMode:
 
 
 @cache
-def worker_id() -> str:
+def _worker_id() -> str:
     """This process's worker id in ``worker_ids``: ``host:pid``."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -126,7 +121,7 @@ def failure(
     """One failed attempt as the history's ``errors`` hold it, as JSON text:
     the exception's class path, message and traceback (``error``; or only
     ``message`` when there is no exception), the attempt, when and whether
-    the run gave up there. Text is cut to :data:`MAX_TRACEBACK_CHARS` and
+    the run gave up there. Text is cut to :data:`_MAX_TRACEBACK_CHARS` and
     :data:`MAX_MESSAGE_CHARS`, and made storable (no NUL, no lone
     surrogate), so one odd exception cannot fail a batch's settlement."""
     entry: dict[str, Any] = {
@@ -146,12 +141,12 @@ def failure(
         except Exception:  # an exception whose __str__ raises
             entry["message"] = f"<{kind.__qualname__}: message not printable>"
     entry["message"] = _cut(_storable(entry["message"]), MAX_MESSAGE_CHARS)
-    entry["traceback"] = _cut(_storable(entry["traceback"]), MAX_TRACEBACK_CHARS)
+    entry["traceback"] = _cut(_storable(entry["traceback"]), _MAX_TRACEBACK_CHARS)
     text: str = _DUMPS(entry)
     return text
 
 
-def payload_json(task: Any) -> str | None:
+def _payload_json(task: Any) -> str | None:
     """``task`` (decoded from a message) as JSON text, or ``None`` if it has
     no JSON form (then the run cannot be enqueued again from the admin)."""
     try:
@@ -199,7 +194,7 @@ class RunNote:
             final = status == "FAILED"
             shown = None if exception else "parse() returned None"
             error = failure(exception, attempt=attempts, at=ended, final=final, message=shown)
-            payload = payload_json(found.task) if final else None
+            payload = _payload_json(found.task) if final else None
         return RunRecord(
             run_id=found.claim,
             task=self.task,
@@ -214,7 +209,7 @@ class RunNote:
         )
 
 
-def run_params(runs: Iterable[tuple[int | None, RunRecord]]) -> dict[str, Any]:
+def _run_params(runs: Iterable[tuple[int | None, RunRecord]]) -> dict[str, Any]:
     """The ``runs`` and ``worker_id`` parameters of ``runs/record.sql`` (and
     of the PostgreSQL queue's settle statement) for ``(message id, record)``
     pairs: the records as one JSON text, encoded in one call."""
@@ -234,7 +229,7 @@ def run_params(runs: Iterable[tuple[int | None, RunRecord]]) -> dict[str, Any]:
         }
         for message_id, run in runs
     ]
-    return {"runs": _DUMPS(rows), "worker_id": worker_id()}
+    return {"runs": _DUMPS(rows), "worker_id": _worker_id()}
 
 
 def write_runs(alias: str, messages: Sequence[Any], *, queue: str) -> int:
@@ -250,7 +245,7 @@ def write_runs(alias: str, messages: Sequence[Any], *, queue: str) -> int:
     if not runs:
         return 0
     try:
-        statements.run(alias, "runs/record.sql", run_params(runs))
+        statements.run(alias, "runs/record.sql", _run_params(runs))
     except (DatabaseError, ValueError):
         _not_recorded(queue, len(runs))
         return 0
@@ -272,12 +267,12 @@ def settle_recording(
     run again without them, so a batch always settles."""
     try:
         with savepoint_if_in_atomic(alias):
-            return statements.run(alias, path, {**params, **run_params(runs)})
+            return statements.run(alias, path, {**params, **_run_params(runs)})
     except DataError:
         if not runs:
             raise
     _not_recorded(queue, len(runs))
-    return statements.run(alias, path, {**params, **run_params(())})
+    return statements.run(alias, path, {**params, **_run_params(())})
 
 
 def _not_recorded(queue: str, count: int) -> None:

@@ -67,15 +67,15 @@ from astral_taskclaim.queues.sqs_wire import (
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
-__all__ = ["MAX_BATCH_BYTES", "MAX_SEND_DELAY_SECONDS", "SQSQueue"]
+__all__ = ["SQSQueue"]
 
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
 
 #: Longest ``DelaySeconds`` of a new message.
-MAX_SEND_DELAY_SECONDS = 900
+_MAX_SEND_DELAY_SECONDS = 900
 #: SQS's limit on the bodies of one ``SendMessageBatch`` call.
-MAX_BATCH_BYTES = 256 * 1024
+_MAX_BATCH_BYTES = 256 * 1024
 
 
 class SQSQueue(RemoteQueue):
@@ -92,7 +92,7 @@ class SQSQueue(RemoteQueue):
 
     max_batch_size = 10
     max_body_bytes = 256 * 1024
-    max_send_delay_seconds = MAX_SEND_DELAY_SECONDS
+    max_send_delay_seconds = _MAX_SEND_DELAY_SECONDS
 
     option_spec = OPTIONS
     _client: SQSClient | None
@@ -165,10 +165,10 @@ class SQSQueue(RemoteQueue):
         no delay, no ``DelaySeconds`` is sent and the queue's own delay
         applies."""
         delay = opts.whole_delay_seconds(delay_seconds, self.max_delay_seconds)
-        if delay > MAX_SEND_DELAY_SECONDS:
+        if delay > _MAX_SEND_DELAY_SECONDS:
             raise ValueError(
                 f"queue {self.alias!r}: SQS delays a new message at most "
-                f"{MAX_SEND_DELAY_SECONDS} s, got {delay_seconds}; longer delays are for retries"
+                f"{_MAX_SEND_DELAY_SECONDS} s, got {delay_seconds}; longer delays are for retries"
             )
         data = self.encode(body).decode("utf-8")
         client, config = self._connect()
@@ -188,7 +188,7 @@ class SQSQueue(RemoteQueue):
         failing), :class:`PartlySentError` names the others."""
         client, config = self._connect()
         start = 0
-        for chunk in chunks(encoded, self.max_batch_size, MAX_BATCH_BYTES):
+        for chunk in chunks(encoded, self.max_batch_size, _MAX_BATCH_BYTES):
             # Ids are positions in ``bodies``, so SQS's ``Failed`` list names them.
             entries = [
                 {"Id": str(start + offset), "MessageBody": data.decode("utf-8")}

@@ -23,16 +23,14 @@ from astral_taskclaim.queues.options import (
 )
 
 __all__ = [
-    "DEFAULT_WAIT_TIME_SECONDS",
-    "MAX_WAIT_TIME_SECONDS",
     "OPTIONS",
     "SECRETS",
     "option_problems",
 ]
 
 #: Longest long poll of one ``ReceiveMessage`` call (SQS's maximum).
-MAX_WAIT_TIME_SECONDS = 20
-DEFAULT_WAIT_TIME_SECONDS = 10
+_MAX_WAIT_TIME_SECONDS = 20
+_DEFAULT_WAIT_TIME_SECONDS = 10
 
 OPTIONS = {
     "queue_url": Option(http_url),
@@ -42,7 +40,7 @@ OPTIONS = {
     "aws_secret_access_key": Option(optional(secret), default=None, secret=True),
     "aws_session_token": Option(optional(secret), default=None, secret=True),
     "wait_time_seconds": Option(
-        integer(0, MAX_WAIT_TIME_SECONDS), default=DEFAULT_WAIT_TIME_SECONDS
+        integer(0, _MAX_WAIT_TIME_SECONDS), default=_DEFAULT_WAIT_TIME_SECONDS
     ),
     "visibility_timeout": Option(optional(integer(0, 43_200)), default=None),
     "outbox": Option(flag, default=False),

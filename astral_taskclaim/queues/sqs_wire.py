@@ -21,7 +21,6 @@ from astral_taskclaim.queues.messages import ReceivedMessage
 from astral_taskclaim.queues.remote import EntriesRefusedError, RequestRefusedError
 
 __all__ = [
-    "REFUSED_SEND_CODES",
     "Receipt",
     "call_sqs",
     "decode_message",
@@ -30,7 +29,6 @@ __all__ = [
     "raise_partly_sent",
     "settle_entries",
     "sqs_text",
-    "unwrap",
     "visibility",
 ]
 
@@ -42,7 +40,7 @@ logger.addFilter(redacting_filter)
 _NOT_ALLOWED = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 #: Error codes of a send that SQS refused for what the bodies hold (one over
 #: the queue's MaximumMessageSize, say): sent again, they are refused again.
-REFUSED_SEND_CODES = frozenset(
+_REFUSED_SEND_CODES = frozenset(
     {"InvalidParameterValue", "InvalidMessageContents", "BatchRequestTooLong"}
 )
 
@@ -67,16 +65,16 @@ def call_sqs(
         return call(**kwargs)
     except ClientError as error:
         details = error.response.get("Error", {})
-        code, message = unwrap(str(details.get("Code", "")), str(details.get("Message", "")))
+        code, message = _unwrap(str(details.get("Code", "")), str(details.get("Message", "")))
         # JSON-protocol codes may come prefixed: AWS.SimpleQueueService.<code>.
-        refused = operation.startswith("Send") and code.rsplit(".")[-1] in REFUSED_SEND_CODES
+        refused = operation.startswith("Send") and code.rsplit(".")[-1] in _REFUSED_SEND_CODES
         kind = RequestRefusedError if refused else QueueError
         raise kind(redact(f"{label}: {operation}: {code}: {message}")) from error
     except BotoCoreError as error:
         raise QueueError(redact(f"{label}: {operation}: {error}")) from error
 
 
-def unwrap(code: str, message: str) -> tuple[str, str]:
+def _unwrap(code: str, message: str) -> tuple[str, str]:
     """Code and message of an error some servers send as an XML document."""
     if "<Code>" in message:
         found_code = re.search(r"<Code>(.*?)</Code>", message)

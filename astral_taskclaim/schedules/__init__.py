@@ -12,33 +12,19 @@ claim of each slot makes it enqueue once (docs: "Periodic tasks").
 
 from __future__ import annotations
 
-from astral_taskclaim.schedules.schedule import (
-    MISSED,
-    Schedule,
-    ScheduleRegistry,
-    cron,
-    every,
-    from_settings,
-    periodic,
-    schedules,
-)
-from astral_taskclaim.schedules.ticker import Scheduler, declared_schedules, slot_key
-from astral_taskclaim.schedules.timing import Cron, Every, Timing, slot_text
+from astral_taskclaim.schedules.schedule import Schedule, cron, every, periodic, schedules
+from astral_taskclaim.schedules.ticker import Scheduler, declared_schedules
+from astral_taskclaim.schedules.timing import Cron, Every, slot_text
 
 __all__ = [
-    "MISSED",
     "Cron",
     "Every",
     "Schedule",
-    "ScheduleRegistry",
     "Scheduler",
-    "Timing",
     "cron",
     "declared_schedules",
     "every",
-    "from_settings",
     "periodic",
     "schedules",
-    "slot_key",
     "slot_text",
 ]

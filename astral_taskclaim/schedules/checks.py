@@ -25,12 +25,12 @@ from astral_taskclaim.schedules.in_database import (
 from astral_taskclaim.schedules.schedule import Schedule, declared
 from astral_taskclaim.schedules.upkeep import cron_loaded
 
-__all__ = ["check_in_database", "check_schedules", "schedule_problem"]
+__all__ = ["check_in_database", "check_schedules"]
 
 ID = "astral_taskclaim.{}"
 
 
-def schedule_problem(schedule: Schedule) -> str | None:
+def _schedule_problem(schedule: Schedule) -> str | None:
     """Why ``schedule`` cannot work (E050's text), or ``None``."""
     problem = schedule.timing.problem
     if problem is None and schedule.kind == "claimed" and schedule.target.window_seconds is None:
@@ -60,7 +60,7 @@ def check_schedules(**kwargs: Any) -> list[checks.CheckMessage]:
             id=ID.format("E050"),
         )
         for schedule in found
-        if (problem := schedule_problem(schedule)) is not None
+        if (problem := _schedule_problem(schedule)) is not None
     ]
     messages.extend(
         _in_database(
@@ -73,7 +73,7 @@ def check_schedules(**kwargs: Any) -> list[checks.CheckMessage]:
         )
         for schedule in found
         if schedule.in_database
-        and schedule_problem(schedule) is None
+        and _schedule_problem(schedule) is None
         and (problem := in_database_problem(schedule)) is not None
     )
     return messages
@@ -105,7 +105,7 @@ def check_in_database(
         inside = [
             s
             for s in declared()
-            if s.in_database and schedule_problem(s) is None and in_database_problem(s) is None
+            if s.in_database and _schedule_problem(s) is None and in_database_problem(s) is None
         ]
     except ImproperlyConfigured:
         return []  # reported as E006 or E050

@@ -24,7 +24,7 @@ hour, whole hours dividing a day, a day); pg_cron's own second intervals
 are not on the workers' epoch grid. Only a claimed task on a PostgreSQL
 queue in ``TASKCLAIM_DATABASE`` qualifies: the function writes its
 message next to the claim, with the body the worker path writes
-(:func:`body_halves`).
+(:func:`_body_halves`).
 """
 
 from __future__ import annotations
@@ -49,18 +49,13 @@ from astral_taskclaim.schedules.schedule import Schedule, declared
 from astral_taskclaim.schedules.timing import Cron, Every, Timing
 
 __all__ = [
-    "JOB_PREFIX",
     "SLOT_MARGIN",
     "UTC_NAMES",
-    "body_halves",
     "cron_timezone",
     "in_database_problem",
     "job",
-    "job_command",
-    "pg_cron_expression",
     "run_by_pg_cron",
     "schedule_jobs",
-    "slot_arguments",
     "unschedule_jobs",
 ]
 
@@ -68,7 +63,7 @@ logger = logging.getLogger(__name__)
 
 #: Every schedule job's name starts so: ``taskclaim-schedule-<12 hex>``, a
 #: hash of the schedule's name, since pg_cron keeps 63 bytes of a job name.
-JOB_PREFIX = "taskclaim-schedule-"
+_JOB_PREFIX = "taskclaim-schedule-"
 #: How long a slot's claim outlives its grace, for the workers and pg_cron
 #: alike: a slot is tried only while in grace (or, missed, until the record
 #: shows it), so it never doubles.
@@ -80,7 +75,7 @@ UTC_NAMES = frozenset({"utc", "etc/utc", "gmt", "etc/gmt", "uct", "etc/uct", "zu
 _FIELD = re.compile(r"[0-9*,/-]+")
 
 
-def pg_cron_expression(timing: Timing) -> str:
+def _pg_cron_expression(timing: Timing) -> str:
     """The UTC cron expression pg_cron runs for ``timing``, at exactly its
     slots; ``ValueError`` saying why there is none."""
     if isinstance(timing, Every):
@@ -121,7 +116,7 @@ def in_database_problem(schedule: Schedule) -> str | None:
     if schedule.kind != "claimed":
         return "only a claimed task's slots can be enqueued inside the database"
     try:
-        pg_cron_expression(schedule.timing)
+        _pg_cron_expression(schedule.timing)
     except ValueError as error:
         return str(error)
     target: Any = schedule.target
@@ -144,10 +139,10 @@ def in_database_problem(schedule: Schedule) -> str | None:
 def job(schedule: Schedule) -> pg_cron.Job:
     """The pg_cron job of ``schedule``: its name's base and UTC cron expression."""
     digest = hashlib.sha256(schedule.name.encode("utf-8")).hexdigest()[:12]
-    return pg_cron.Job(JOB_PREFIX + digest, pg_cron_expression(schedule.timing))
+    return pg_cron.Job(_JOB_PREFIX + digest, _pg_cron_expression(schedule.timing))
 
 
-def body_halves(schedule: Schedule) -> tuple[str, str]:
+def _body_halves(schedule: Schedule) -> tuple[str, str]:
     """The message body a worker enqueues for a slot of ``schedule``, as the
     text before and after its claim token: written by the task's own queue
     (``taskName`` where that queue carries several tasks), with ``{slot}``
@@ -163,13 +158,13 @@ def body_halves(schedule: Schedule) -> tuple[str, str]:
     return head, tail
 
 
-def slot_arguments(schedule: Schedule) -> dict[str, Any]:
+def _slot_arguments(schedule: Schedule) -> dict[str, Any]:
     """The arguments of ``taskclaim.enqueue_schedule_slot()`` for ``schedule``
     (all but ``slot``, which defaults to the minute the job runs in)."""
     target: Any = schedule.target
     queue = queues[target.queue]
     assert isinstance(queue, PostgresQueue)  # as in_database_problem() made sure
-    head, tail = body_halves(schedule)
+    head, tail = _body_halves(schedule)
     return {
         "schedule": schedule.name,
         "slot_seconds": float(schedule.grace_seconds + SLOT_MARGIN),
@@ -181,12 +176,12 @@ def slot_arguments(schedule: Schedule) -> dict[str, Any]:
     }
 
 
-def job_command(schedule: Schedule) -> str:
+def _job_command(schedule: Schedule) -> str:
     """The SQL ``schedule``'s job runs: one call of
-    ``taskclaim.enqueue_schedule_slot()`` with :func:`slot_arguments`."""
+    ``taskclaim.enqueue_schedule_slot()`` with :func:`_slot_arguments`."""
     listed = ", ".join(
         f"{name} => {sql.Literal(value).as_string(None)}"
-        for name, value in slot_arguments(schedule).items()
+        for name, value in _slot_arguments(schedule).items()
     )
     return f"SET statement_timeout = '30s'; SELECT taskclaim.enqueue_schedule_slot({listed});"
 
@@ -204,14 +199,14 @@ def schedule_jobs(connection: BaseDatabaseWrapper, *, quiet: bool = False) -> li
     wanted = _wanted()
     skipped = []
     for schedule in wanted:
-        reason = pg_cron.schedule_job(connection, job(schedule), job_command(schedule))
+        reason = pg_cron.schedule_job(connection, job(schedule), _job_command(schedule))
         if reason is None:
             continue
         text = f"{reason}; schedule {schedule.name}'s pg_cron job skipped: the workers enqueue it"
         level = logging.INFO if quiet and reason == "pg_cron is not loaded" else logging.WARNING
         logger.log(level, text, extra={"event": "schedule.cron_job_skipped"})
         skipped.append(text)
-    pg_cron.unschedule_others(connection, JOB_PREFIX, [job(s) for s in wanted])
+    pg_cron.unschedule_others(connection, _JOB_PREFIX, [job(s) for s in wanted])
     return skipped
 
 
@@ -224,7 +219,7 @@ def cron_timezone(alias: str) -> str | None:
 
 def unschedule_jobs(connection: BaseDatabaseWrapper) -> None:
     """Removes every schedule job of the database of ``connection``."""
-    pg_cron.unschedule_others(connection, JOB_PREFIX, [])
+    pg_cron.unschedule_others(connection, _JOB_PREFIX, [])
 
 
 def run_by_pg_cron(schedules: list[Schedule], alias: str) -> set[str]:
@@ -236,4 +231,4 @@ def run_by_pg_cron(schedules: list[Schedule], alias: str) -> set[str]:
     if not inside:
         return set()
     connection = connections[alias]
-    return {s.name for s in inside if pg_cron.has_job(connection, job(s), job_command(s)) is True}
+    return {s.name for s in inside if pg_cron.has_job(connection, job(s), _job_command(s)) is True}

@@ -12,7 +12,7 @@ Declared on a claimed task or a Django Task (of the app's backend) with
     def refresh_rooms(limit: int) -> None: ...
 
 or in the ``TASKCLAIM_SCHEDULES`` setting, for tasks of other apps
-(:func:`from_settings`). A key may contain ``{slot}``, replaced by the
+(:func:`_from_settings`). A key may contain ``{slot}``, replaced by the
 slot's UTC instant, to give every slot a task of its own; without it the
 slots share the key, and a slot whose key is claimed (by an event, or by
 the previous slot's run) coalesces with it, as any trigger does.
@@ -37,13 +37,10 @@ from astral_taskclaim.schedules.timing import Cron, Every, Timing
 from astral_taskclaim.tasks import ClaimedTask
 
 __all__ = [
-    "MISSED",
     "Schedule",
-    "ScheduleRegistry",
     "cron",
     "declared",
     "every",
-    "from_settings",
     "periodic",
     "schedules",
 ]
@@ -52,7 +49,7 @@ Missed = Literal["once", "skip"]
 #: What a schedule does with slots no worker saw within ``grace_seconds``
 #: (every worker was down): ``"once"`` enqueues the newest of them once,
 #: ``"skip"`` leaves them; slots seen in time are each enqueued either way.
-MISSED: tuple[Missed, ...] = ("once", "skip")
+_MISSED: tuple[Missed, ...] = ("once", "skip")
 #: How late a slot may be seen and still count as on time (each enqueued).
 DEFAULT_GRACE = 300.0
 
@@ -96,8 +93,8 @@ class Schedule:
         if not isinstance(self.timing, Timing):
             raise TypeError(f"schedule {self.name}: timing must be cron(...) or every(...)")
         validate_key(self.key, name=f"schedule {self.name}: key")
-        if self.missed not in MISSED:
-            raise ValueError(f"schedule {self.name}: missed must be one of {MISSED}")
+        if self.missed not in _MISSED:
+            raise ValueError(f"schedule {self.name}: missed must be one of {_MISSED}")
         validate_seconds(self.grace_seconds, name=f"schedule {self.name}: grace_seconds")
         if not isinstance(self.in_database, bool):
             raise TypeError(f"schedule {self.name}: in_database must be True or False")
@@ -142,7 +139,7 @@ def target_name(target: Any) -> str:
     return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}"
 
 
-class ScheduleRegistry:
+class _ScheduleRegistry:
     """Schedules by name; declaring one name twice is an error."""
 
     def __init__(self) -> None:
@@ -180,7 +177,7 @@ class ScheduleRegistry:
 
 
 #: The schedules :func:`periodic` declares and the workers run.
-schedules = ScheduleRegistry()
+schedules = _ScheduleRegistry()
 
 
 def periodic(
@@ -230,7 +227,7 @@ SETTING_KEYS = frozenset(
 )
 
 
-def from_settings(value: object) -> list[Schedule]:
+def _from_settings(value: object) -> list[Schedule]:
     """The schedules of ``TASKCLAIM_SCHEDULES``: ``{name: {"task": dotted path,
     "cron": expression, "zone": name | "every": seconds, "key": ...,
     "payload": claimed task's task | "args": [...], "kwargs": {...},
@@ -282,5 +279,5 @@ def declared() -> list[Schedule]:
     ``TASKCLAIM_SCHEDULES`` (a setting's entry replaces a decorator's of its
     name). ``ImproperlyConfigured`` for a malformed setting."""
     found = {s.name: s for s in schedules}
-    found.update((s.name, s) for s in from_settings(app_settings.SCHEDULES))
+    found.update((s.name, s) for s in _from_settings(app_settings.SCHEDULES))
     return sorted(found.values(), key=lambda s: s.name)

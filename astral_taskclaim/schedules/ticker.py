@@ -43,7 +43,7 @@ from astral_taskclaim.schedules.schedule import Schedule, declared
 from astral_taskclaim.schedules.timing import slot_text
 from astral_taskclaim.schedules.upkeep import builtin_schedules, cron_loaded
 
-__all__ = ["Scheduler", "declared_schedules", "slot_key"]
+__all__ = ["Scheduler", "declared_schedules"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ RETRY_SECONDS = 5.0
 Clock = Callable[[], datetime]
 
 
-def slot_key(schedule: Schedule, slot: datetime) -> str:
+def _slot_key(schedule: Schedule, slot: datetime) -> str:
     """The claim key of a slot: ``"<schedule>@<slot UTC instant>"``."""
     return f"{schedule.name}@{slot_text(slot)}"
 
@@ -180,7 +180,7 @@ class Scheduler:
         if state.joins is None:
             state.joins = _joins(schedule, alias)
         window = schedule.grace_seconds + SLOT_MARGIN
-        key = slot_key(schedule, slot)
+        key = _slot_key(schedule, slot)
         params = {"name": schedule.name, "slot": slot}
         with transaction.atomic(using=alias):
             if claim_task(key, window_seconds=window, using=alias) is None:

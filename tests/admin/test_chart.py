@@ -7,11 +7,11 @@ from itertools import pairwise
 import pytest
 
 from astral_taskclaim.admin.chart import (
-    HEIGHT,
-    bucket_label,
+    _HEIGHT,
+    _bucket_label,
+    _nice_ceiling,
+    _past_bucket_label,
     history_chart,
-    nice_ceiling,
-    past_bucket_label,
     timeline_chart,
 )
 
@@ -21,13 +21,13 @@ from astral_taskclaim.admin.chart import (
     [(0, 1), (1, 1), (2, 2), (3, 5), (7, 10), (10, 10), (11, 20), (999, 1000), (1001, 2000)],
 )
 def test_nice_ceiling(value, top):
-    assert nice_ceiling(value) == top
+    assert _nice_ceiling(value) == top
 
 
 def test_bucket_labels():
-    assert bucket_label(0, bucket_minutes=30) == "in 0-30 min"
-    assert bucket_label(2, bucket_minutes=30) == "in 60-90 min"
-    assert bucket_label(3, bucket_minutes=30) == "in 1.5-2 h"
+    assert _bucket_label(0, bucket_minutes=30) == "in 0-30 min"
+    assert _bucket_label(2, bucket_minutes=30) == "in 60-90 min"
+    assert _bucket_label(3, bucket_minutes=30) == "in 1.5-2 h"
 
 
 def test_bars_scale_to_the_tallest_and_sit_on_the_axis():
@@ -50,7 +50,7 @@ def test_bars_scale_to_the_tallest_and_sit_on_the_axis():
     assert [tick.label for tick in chart.x_ticks] == ["now", "+1 h"]
     assert chart.rows[1] == ("in 30-60 min", [0, 4])
     assert chart.total == 21
-    assert chart.plot_bottom < HEIGHT
+    assert chart.plot_bottom < _HEIGHT
 
 
 def test_empty_chart_has_a_unit_scale():
@@ -82,10 +82,10 @@ def test_bad_input_is_refused(series, minutes, error, match, layout):
 
 
 def test_past_bucket_labels():
-    assert past_bucket_label(0, bucket_minutes=1) == "0-1 min ago"
-    assert past_bucket_label(59, bucket_minutes=1) == "59-60 min ago"
-    assert past_bucket_label(2, bucket_minutes=30) == "60-90 min ago"
-    assert past_bucket_label(47, bucket_minutes=30) == "23.5-24 h ago"
+    assert _past_bucket_label(0, bucket_minutes=1) == "0-1 min ago"
+    assert _past_bucket_label(59, bucket_minutes=1) == "59-60 min ago"
+    assert _past_bucket_label(2, bucket_minutes=30) == "60-90 min ago"
+    assert _past_bucket_label(47, bucket_minutes=30) == "23.5-24 h ago"
 
 
 def test_history_stacks_each_bucket_oldest_at_the_left():

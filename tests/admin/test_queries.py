@@ -15,14 +15,14 @@ from hypothesis import strategies as st
 from astral_taskclaim.admin import ClaimAdmin
 from astral_taskclaim.admin.queries import (
     Count,
-    EstimatedCountPaginator,
+    _EstimatedCountPaginator,
+    _planner_rows,
+    _prefix_upper_bound,
+    _sorts_by_code_point,
     estimated_count,
     key_search,
     key_sorts_by_code_point,
-    planner_rows,
-    prefix_upper_bound,
     relative_time,
-    sorts_by_code_point,
 )
 from astral_taskclaim.models import Claim
 from tests.admin.data import add_claims
@@ -38,7 +38,7 @@ EDGE_KEYS = ["", "a", "a%", "a_", "a\\", "ab", "a\U0010ffff", "a\U0010ffffb", "\
 
 def matches(prefix: str, key: str) -> bool:
     """Python's verdict on the range ``key_search`` builds."""
-    upper = prefix_upper_bound(prefix)
+    upper = _prefix_upper_bound(prefix)
     return key >= prefix and (upper is None or key < upper)
 
 
@@ -58,7 +58,7 @@ def test_prefix_range_is_exactly_startswith(prefix, key):
     ],
 )
 def test_prefix_upper_bound(prefix, bound):
-    assert prefix_upper_bound(prefix) == bound
+    assert _prefix_upper_bound(prefix) == bound
 
 
 @pytest.mark.parametrize(
@@ -76,7 +76,7 @@ def test_prefix_upper_bound(prefix, bound):
     ],
 )
 def test_sorts_by_code_point(provider, locale, expected):
-    assert sorts_by_code_point(provider, locale) is expected
+    assert _sorts_by_code_point(provider, locale) is expected
 
 
 @pytest.mark.django_db
@@ -181,7 +181,7 @@ def test_estimated_count_is_exact_up_to_the_bound_then_estimated():
     estimate = estimated_count(Claim.objects.all(), exact_up_to=100)
     assert estimate.exact is False
     assert estimate.value >= 101
-    assert 200 <= planner_rows(Claim.objects.all()) <= 400  # ANALYZEd: close to 300
+    assert 200 <= _planner_rows(Claim.objects.all()) <= 400  # ANALYZEd: close to 300
 
 
 def test_estimated_count_rejects_bad_bounds():
@@ -195,12 +195,12 @@ def test_estimated_count_rejects_bad_bounds():
 def test_paginator_reports_estimates():
     add_claims(50)
 
-    class Small(EstimatedCountPaginator):
+    class Small(_EstimatedCountPaginator):
         exact_up_to = 10
 
     estimated = Small(Claim.objects.all(), 20)
-    exact = EstimatedCountPaginator(Claim.objects.all(), 20)
-    listed = EstimatedCountPaginator(list(range(7)), 5)
+    exact = _EstimatedCountPaginator(Claim.objects.all(), 20)
+    listed = _EstimatedCountPaginator(list(range(7)), 5)
 
     assert estimated.is_estimate is True
     assert estimated.count >= 11

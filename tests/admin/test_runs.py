@@ -10,14 +10,14 @@ import pytest
 from django.db import connection
 from django.urls import reverse
 
-from astral_taskclaim.admin.runs import WINDOWS, run_history
+from astral_taskclaim.admin.runs import _WINDOWS, _run_history
 from astral_taskclaim.db import sqlfiles
 from tests.admin.data import add_run, client_for, staff
 
 pytestmark = pytest.mark.django_db
 
 OVERVIEW = reverse("admin:astral_taskclaim_overview")
-HOUR, DAY = WINDOWS
+HOUR, DAY = _WINDOWS
 
 
 def nonzero(counts: dict[str, list[int]]) -> dict[str, dict[int, int]]:
@@ -41,12 +41,12 @@ def test_runs_are_counted_by_outcome_in_the_bucket_of_their_time() -> None:
     add_run("SUCCESSFUL", finished_ago=3 * 3600 + 10)
     add_run("SUCCESSFUL", finished_ago=25 * 3600)  # before the day
 
-    assert nonzero(run_history("default", HOUR)) == {
+    assert nonzero(_run_history("default", HOUR)) == {
         "succeeded": {0: 2, 3: 1},
         "retried": {9: 1, 10: 1, 20: 1, 7: 1},
         "failed": {5: 1, 45: 1},
     }
-    assert nonzero(run_history("default", DAY)) == {
+    assert nonzero(_run_history("default", DAY)) == {
         "succeeded": {0: 3, 6: 1},
         "retried": {0: 4, 4: 1},
         "failed": {0: 1, 1: 1},
@@ -88,7 +88,7 @@ def test_claimed_task_runs_are_counted_with_the_django_task_runs() -> None:
     add_claimed_run("SUCCESSFUL", finished_ago=40, retried_ago=2 * 60 + 5)
     add_claimed_run("FAILED", finished_ago=5 * 60 + 30, retried_ago=6 * 60 + 5)
     add_claimed_run("RETRYING", finished_ago=None, retried_ago=8 * 60 + 5)
-    assert nonzero(run_history("default", HOUR)) == {
+    assert nonzero(_run_history("default", HOUR)) == {
         "succeeded": {0: 2},
         "retried": {2: 1, 6: 1, 8: 1},
         "failed": {5: 1},

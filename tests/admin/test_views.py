@@ -7,7 +7,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from astral_taskclaim.admin.views import claim_timeline, message_timeline
+from astral_taskclaim.admin.views import _claim_timeline, _message_timeline
 from tests.admin.data import (
     add_claims,
     add_message,
@@ -46,12 +46,12 @@ def test_timelines_bucket_by_half_hour():
     add_message("q", envelope("b", {}), visible_in=40 * 60, leased=True)
     add_message("q", envelope("c", {}), visible_in=-60)
 
-    claims = claim_timeline("default")
-    due = message_timeline("default", ["q"])
+    claims = _claim_timeline("default")
+    due = _message_timeline("default", ["q"])
 
     assert claims == [1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]
     assert due == [0, 1] + [0] * 10
-    assert message_timeline("default", []) == [0] * 12
+    assert _message_timeline("default", []) == [0] * 12
 
 
 def test_overview_counts_and_chart(admin_client):

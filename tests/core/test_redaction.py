@@ -16,10 +16,10 @@ from django.test import override_settings
 from astral_taskclaim.core import redaction
 from astral_taskclaim.core.redaction import (
     REDACTED,
-    configured_secrets,
+    _configured_secrets,
+    _representations,
     redact,
     redacting_filter,
-    representations,
 )
 from astral_taskclaim.queues.base import QueueError
 from astral_taskclaim.queues.memory import MemoryQueue
@@ -64,7 +64,7 @@ def test_every_shape_of_a_secret_is_redacted(secret: str) -> None:
         text = f"call failed: {shape} (retrying)"
         clean = redact(text, [secret])
         assert REDACTED in clean, shape
-        leftovers = [r for r in representations(secret) if len(r) > 2 and r in clean]
+        leftovers = [r for r in _representations(secret) if len(r) > 2 and r in clean]
         assert leftovers == [], (shape, clean)
     assert redact("nothing here", [secret]) == "nothing here"
     assert redact("untouched", []) == "untouched"
@@ -99,7 +99,7 @@ def test_configured_secrets_come_from_databases_queues_and_queue_objects() -> No
             return ["held-secret"]
 
     with override_settings(TASKCLAIM_QUEUES=queues_with("cf-token-123")):
-        found = configured_secrets(Holder(), object())
+        found = _configured_secrets(Holder(), object())
     assert {"cf-token-123", "held-secret"} <= set(found)
 
 
@@ -107,13 +107,13 @@ def test_the_log_filter_gathers_the_secrets_once_per_settings_change(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     calls = []
-    gather = redaction.configured_secrets
+    gather = redaction._configured_secrets
 
     def counting() -> list[str]:
         calls.append(1)
         return gather()
 
-    monkeypatch.setattr(redaction, "configured_secrets", counting)
+    monkeypatch.setattr(redaction, "_configured_secrets", counting)
     record = logging.LogRecord("tests", logging.INFO, __file__, 1, "tok-one tok-two", None, None)
     with override_settings(TASKCLAIM_QUEUES=queues_with("tok-one")):
         for _ in range(3):

@@ -11,7 +11,7 @@ from django.db import connection
 from django.test import override_settings
 
 from astral_taskclaim import aclaim_task
-from astral_taskclaim.db.aio_pool import AsyncPool, pool
+from astral_taskclaim.db.aio_pool import _AsyncPool, pool
 from tests.aiokit import key_locked, run, waiting_behind
 from tests.claimkit import (
     claims,
@@ -44,7 +44,7 @@ def test_statements_run_side_by_side_up_to_the_pool_size(
 
 
 def test_a_connection_is_kept_for_the_next_call() -> None:
-    async def scenario() -> tuple[AsyncPool, AsyncPool, int]:
+    async def scenario() -> tuple[_AsyncPool, _AsyncPool, int]:
         first = await pool(connection.alias)
         await aclaim_task("a", window_seconds=60)
         await aclaim_task("b", window_seconds=60)
@@ -69,12 +69,12 @@ def test_a_connection_that_died_while_idle_is_replaced_and_the_call_succeeds() -
     assert size == 1
 
 
-def pids_of_pool(current: AsyncPool) -> list[int]:
+def pids_of_pool(current: _AsyncPool) -> list[int]:
     return [kept.info.backend_pid for kept in current._idle]
 
 
 def test_changed_settings_give_a_new_pool_and_close_the_old() -> None:
-    async def scenario() -> tuple[AsyncPool, AsyncPool]:
+    async def scenario() -> tuple[_AsyncPool, _AsyncPool]:
         await aclaim_task(str(uuid.uuid4()), window_seconds=60)
         before = await pool(connection.alias)
         with override_settings(TASKCLAIM_ASYNC_POOL=2):

@@ -45,7 +45,7 @@ def in_cron_database() -> Iterator[BaseDatabaseWrapper]:
     try:
         with other.cursor() as cursor:
             # This session sees only its own job of that name.
-            cursor.execute("DELETE FROM cron.job WHERE jobname = %s", [cron.JOB_NAME])
+            cursor.execute("DELETE FROM cron.job WHERE jobname = %s", [cron._JOB_NAME])
         yield other
     finally:
         other.rollback()
@@ -56,7 +56,7 @@ def _jobs(conn: BaseDatabaseWrapper) -> list[tuple[Any, ...]]:
     with conn.cursor() as cursor:
         cursor.execute(
             "SELECT schedule, command, database FROM cron.job WHERE jobname = %s",
-            [cron.JOB_NAME],
+            [cron._JOB_NAME],
         )
         return cursor.fetchall()
 
@@ -67,7 +67,7 @@ def test_the_job_is_scheduled_and_removed_in_the_same_database(
     name = in_cron_database.settings_dict["NAME"]
     with in_cron_database.schema_editor(atomic=False) as editor:
         cron.schedule(editor)
-        assert _jobs(in_cron_database) == [(cron.JOB_SCHEDULE, cron.job_command(), name)]
+        assert _jobs(in_cron_database) == [(cron._JOB_SCHEDULE, cron._job_command(), name)]
         cron.schedule(editor)  # again (a re-run migration): still one job
         assert len(_jobs(in_cron_database)) == 1
         cron.unschedule(editor)
@@ -88,7 +88,7 @@ def test_jobs_of_a_prefix_not_kept_are_removed_in_the_same_database(
     def names() -> set[str]:
         with in_cron_database.cursor() as cursor:
             cursor.execute("SELECT jobname FROM cron.job WHERE jobname LIKE 'taskclaim-%%'")
-            return {row[0] for row in cursor.fetchall()} - {cron.JOB_NAME}
+            return {row[0] for row in cursor.fetchall()} - {cron._JOB_NAME}
 
     assert names() >= {keep.base, gone.base, other.base}
     cron.unschedule_others(in_cron_database, "taskclaim-test-", [keep])

@@ -12,7 +12,7 @@ from django.db import connection
 from django.test import override_settings
 from psycopg import sql
 
-from astral_taskclaim.db.grants import GRANTS, applied_migrations
+from astral_taskclaim.db.grants import _GRANTS, applied_migrations
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,4 +53,4 @@ def test_a_service_role_set_after_the_tables_were_made_is_granted_by_migrate(
 
 
 def test_every_grants_file_names_an_applied_migration() -> None:
-    assert set(GRANTS) <= applied_migrations(connection)
+    assert set(_GRANTS) <= applied_migrations(connection)

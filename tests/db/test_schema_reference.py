@@ -56,7 +56,7 @@ def test_each_table_is_written_by_its_owners_sql_or_through_an_include_of_it() -
     # What an include brings in is the included family's own statement.
     owners = {name.split(".")[1]: family for name, family in OWNERS.items() if "(" not in name}
     crossing: dict[str, set[str]] = {}
-    for path in sqlfiles.all_paths():
+    for path in sqlfiles._all_paths():
         lines = sqlfiles.source(path).splitlines()
         own = "\n".join(line for line in lines if not line.lstrip().startswith("--"))
         foreign = {table for table in _WRITE.findall(own) if owners[table] != path.split("/")[0]}

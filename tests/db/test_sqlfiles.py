@@ -23,7 +23,7 @@ def test_an_include_is_the_named_statement_indented_and_changed() -> None:
         ")\n"
         "SELECT 1\n"
     )
-    expanded = sqlfiles.expand(text, where="test")
+    expanded = sqlfiles._expand(text, where="test")
     claim = _body(sqlfiles.read("taskclaim/claim.sql"))
     assert _body(expanded) == [
         "WITH x AS (",
@@ -51,15 +51,15 @@ def test_a_replaced_text_must_occur_exactly_once() -> None:
     with pytest.raises(
         ValueError, match=r"mine including taskclaim/claim\.sql: 'no such text' occurs 0 times"
     ):
-        sqlfiles.expand(missing, where="mine")
+        sqlfiles._expand(missing, where="mine")
     twice = "-- include: taskclaim/claim.sql\n--   replacing: %(key)s::text\n--   with: x\n"
     with pytest.raises(ValueError, match=r"occurs 2 times"):
-        sqlfiles.expand(twice, where="mine")
+        sqlfiles._expand(twice, where="mine")
 
 
 def test_an_include_of_a_file_not_shipped_fails() -> None:
     with pytest.raises(FileNotFoundError, match=r"nope\.sql"):
-        sqlfiles.expand("-- include: taskclaim/nope.sql\n", where="mine")
+        sqlfiles._expand("-- include: taskclaim/nope.sql\n", where="mine")
 
 
 def test_the_source_keeps_the_include_marker() -> None:

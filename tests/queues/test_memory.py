@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from astral_taskclaim.queues.memory import MemoryQueue, MemoryStore, reset, store_for
+from astral_taskclaim.queues.memory import MemoryQueue, _MemoryStore, _store_for, reset
 
 
 class Clock:
@@ -104,7 +104,7 @@ def test_instances_with_one_name_share_messages_and_reset_forgets_them() -> None
     MemoryQueue("a", options={"queue_name": name}).send({"n": 1})
     other = MemoryQueue("b", options={"queue_name": name})
     assert [m.body for m in other.receive(max_messages=1).messages] == [{"n": 1}]
-    assert isinstance(store_for(name), MemoryStore)
+    assert isinstance(_store_for(name), _MemoryStore)
     reset()
     assert other.count() == 0
 

@@ -21,7 +21,7 @@ from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.queues import create_queue
 from astral_taskclaim.queues.cloudflare import CloudflareQueue
 from astral_taskclaim.queues.memory import MemoryQueue
-from astral_taskclaim.queues.outbox import DEPTH_BOUND, outbox_status
+from astral_taskclaim.queues.outbox import _DEPTH_BOUND, outbox_status
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.queues.sqs import SQSQueue
 from astral_taskclaim.worker.relay import Relay
@@ -198,10 +198,10 @@ def test_a_deep_outbox_is_counted_up_to_the_bound(cloudflare_outbox: CloudflareO
         cursor.execute(
             "INSERT INTO taskclaim.outbox (queue, body) "
             "SELECT %s, '{}' FROM generate_series(1, %s)",
-            [cloudflare_outbox.alias, DEPTH_BOUND + 5],
+            [cloudflare_outbox.alias, _DEPTH_BOUND + 5],
         )
     [status] = outbox_status()
-    assert (status.depth, status.depth_exact) == (DEPTH_BOUND, False)
+    assert (status.depth, status.depth_exact) == (_DEPTH_BOUND, False)
 
 
 def test_the_admin_overview_shows_each_outbox(

@@ -28,7 +28,7 @@ from django.db import connections
 
 from astral_taskclaim.checks import check_queues
 from astral_taskclaim.claims.claim import enqueue_claimed
-from astral_taskclaim.core.redaction import representations
+from astral_taskclaim.core.redaction import _representations
 from astral_taskclaim.queues.base import BaseQueue
 from astral_taskclaim.queues.cloudflare import CloudflareQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
@@ -219,7 +219,7 @@ def test_no_secret_shows_anywhere(
     )
     texts = shown + everything.texts
     # Every shape of a secret, except those too short to mean anything.
-    shapes = {shape for secret in hidden for shape in representations(secret) if len(shape) >= 12}
+    shapes = {shape for secret in hidden for shape in _representations(secret) if len(shape) >= 12}
     leaks = [(shape[:4], text[:200]) for text in texts for shape in shapes if shape in text]
     assert leaks == []
     record_figures(

@@ -12,9 +12,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 from django.test import override_settings
 
-from astral_taskclaim.schedules import Schedule, cron, every, from_settings, periodic, schedules
+from astral_taskclaim.schedules import Schedule, cron, every, periodic, schedules
 from astral_taskclaim.schedules import checks as schedule_checks
 from astral_taskclaim.schedules import in_database as inside
+from astral_taskclaim.schedules.schedule import _from_settings
 from astral_taskclaim.schedules.upkeep import cron_loaded
 from tests.schedules.kit import POSTGRES, claimed, sched_queue
 
@@ -46,10 +47,10 @@ def test_the_option_is_declared_on_the_decorator_and_in_settings(declared: list[
     assert found is not None
     assert found.in_database
     entry = {"task": "tests.tasks_backend.jobs.add", "every": 60, "in_database": True}
-    (from_setting,) = from_settings({"nightly": entry})
+    (from_setting,) = _from_settings({"nightly": entry})
     assert from_setting.in_database
     with pytest.raises(ImproperlyConfigured, match="in_database must be True or False"):
-        from_settings({"nightly": {**entry, "in_database": "yes"}})
+        _from_settings({"nightly": {**entry, "in_database": "yes"}})
 
 
 def test_e051_names_each_schedule_pg_cron_cannot_run_exactly(declared: list[str]) -> None:

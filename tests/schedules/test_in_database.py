@@ -36,7 +36,7 @@ def in_db(task: ClaimedTask[Any], key: str = "report:{slot}", name: str = "in-db
 
 def enqueue_slot(schedule: Schedule, slot: datetime, *, using: str = "default") -> str | None:
     """One call of the function the schedule's job runs, for ``slot``."""
-    arguments = {**inside.slot_arguments(schedule), "slot": slot}
+    arguments = {**inside._slot_arguments(schedule), "slot": slot}
     named = ", ".join(f"{name} => %({name})s" for name in arguments)
     with connections[using].cursor() as cursor:
         cursor.execute(f"SELECT taskclaim.enqueue_schedule_slot({named})", arguments)
@@ -64,7 +64,7 @@ def bodies(queue_name: str) -> list[str]:
     ],
 )
 def test_timings_pg_cron_runs_on_the_same_slots(timing: Any, expression: str) -> None:
-    assert inside.pg_cron_expression(timing) == expression
+    assert inside._pg_cron_expression(timing) == expression
 
 
 @pytest.mark.parametrize(
@@ -83,7 +83,7 @@ def test_timings_pg_cron_runs_on_the_same_slots(timing: Any, expression: str) ->
 )
 def test_timings_pg_cron_cannot_run_exactly_are_refused(timing: Any, why: str) -> None:
     with pytest.raises(ValueError, match=why.replace("(", r"\(").replace(")", r"\)")):
-        inside.pg_cron_expression(timing)
+        inside._pg_cron_expression(timing)
 
 
 def test_a_slot_is_enqueued_once_however_often_it_is_called(sched_queue: str) -> None:
@@ -223,15 +223,15 @@ def test_migrate_schedules_the_job_and_removes_it_once_the_schedule_is_gone(
     expected = (
         f"{job.base}:{database}",
         "*/5 * * * *",
-        inside.job_command(declared_in_db),
+        inside._job_command(declared_in_db),
         database,
     )
-    assert _jobs(inside.JOB_PREFIX) == [expected]
+    assert _jobs(inside._JOB_PREFIX) == [expected]
     after_migrate(using="default", plan=[])  # again: still one job
-    assert _jobs(inside.JOB_PREFIX) == [expected]
+    assert _jobs(inside._JOB_PREFIX) == [expected]
     schedules.remove(declared_in_db.name)
     after_migrate(using="default", plan=[])
-    assert _jobs(inside.JOB_PREFIX) == []
+    assert _jobs(inside._JOB_PREFIX) == []
 
 
 def _enqueued_by() -> str:

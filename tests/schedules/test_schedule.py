@@ -21,11 +21,11 @@ from astral_taskclaim.schedules import (
     cron,
     declared_schedules,
     every,
-    from_settings,
     periodic,
     schedules,
 )
 from astral_taskclaim.schedules import checks as schedule_checks
+from astral_taskclaim.schedules.schedule import _from_settings
 from astral_taskclaim.schedules.upkeep import cron_loaded
 from astral_taskclaim.worker.loop import Worker
 from tests.claimkit import insert_claim
@@ -80,7 +80,7 @@ def test_a_bad_declaration_raises_naming_the_schedule(
 
 
 def test_settings_declare_schedules_of_other_apps_tasks() -> None:
-    (found,) = from_settings(
+    (found,) = _from_settings(
         {"rooms": {"task": "tests.tasks_backend.jobs.refresh", "cron": "*/5 * * * *", "args": [7]}}
     )
     assert (found.name, found.kind, found.args, found.timing.describe()) == (
@@ -102,7 +102,7 @@ def test_settings_declare_schedules_of_other_apps_tasks() -> None:
 )
 def test_a_bad_settings_entry_is_an_error_naming_it(entry: dict[str, Any], message: str) -> None:
     with pytest.raises(ImproperlyConfigured, match=message):
-        from_settings({"x": entry})
+        _from_settings({"x": entry})
     with override_settings(TASKCLAIM_SCHEDULES={"x": entry}):
         (error,) = schedule_checks.check_schedules()
     assert error.id == "astral_taskclaim.E050"
@@ -211,6 +211,6 @@ def test_e040_for_a_django_task_of_another_backend() -> None:
     }
     with override_settings(TASKS=tasks):
         schedule = Schedule("elsewhere", every(60), jobs.add.using(backend="other"), "k")
-        assert schedule_checks.schedule_problem(schedule) == (
+        assert schedule_checks._schedule_problem(schedule) == (
             "the Django Task's backend is not a ClaimTaskBackend"
         )

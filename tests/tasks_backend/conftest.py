@@ -49,5 +49,5 @@ def memory_backend() -> Iterator[Any]:
     }
     memory.reset()
     with override_settings(TASKCLAIM_QUEUES=queues, TASKS=tasks):
-        yield memory.store_for("mem")
+        yield memory._store_for("mem")
     memory.reset()

@@ -102,7 +102,7 @@ def test_remote_queues_carry_long_delays_in_hops_of_their_longest_delay() -> Non
     tasks["default"]["OPTIONS"] = {"queue": "mem"}
     tasks["default"]["QUEUES"] = ["default", "urgent"]
     memory.reset()
-    store = memory.store_for("mem")
+    store = memory._store_for("mem")
     store.clock = lambda: clock[0]
     with override_settings(TASKCLAIM_QUEUES=queues, TASKS=tasks):
         backend = task_backends["default"]

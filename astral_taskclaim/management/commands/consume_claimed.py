@@ -18,7 +18,7 @@ from astral_taskclaim.schedules import Scheduler
 from astral_taskclaim.worker.group import WorkerGroup, consumed_queues
 from astral_taskclaim.worker.loop import Worker
 
-__all__ = ["Command", "burst_report"]
+__all__ = ["Command"]
 
 
 class Command(QueueLoopCommand[WorkerGroup]):
@@ -119,7 +119,7 @@ class Command(QueueLoopCommand[WorkerGroup]):
             if options["verbosity"] >= 1:
                 self.stdout.write(str(worker.stats))
             if options["burst"]:
-                self.stdout.write(burst_report(worker))
+                self.stdout.write(_burst_report(worker))
 
     def _print_run(self, run: TaskRun) -> None:
         self.stdout.write(str(run))
@@ -165,7 +165,7 @@ def _serve_metrics(workers: list[Worker], port: int, address: str) -> None:
         raise CommandError(f"--metrics-port {port} on {address}: {error}") from error
 
 
-def burst_report(worker: Worker) -> str:
+def _burst_report(worker: Worker) -> str:
     """What a ``--burst`` run did, and what it leaves behind on its queue."""
     stats = worker.stats
     text = (

@@ -3,7 +3,7 @@
 
 Prints the claim token. A key already claimed is the normal outcome of a
 trigger inside the window, not an error: the command says so on stderr
-and, run from the command line, exits with status :data:`ALREADY_CLAIMED`
+and, run from the command line, exits with status :data:`_ALREADY_CLAIMED`
 (3) so scripts can tell it from a send (0) and from an error (1).
 """
 
@@ -31,18 +31,18 @@ from astral_taskclaim.management.base import add_database_argument, database_arg
 from astral_taskclaim.queues import BaseQueue, create_queue, unknown_queue
 from astral_taskclaim.tasks import registry
 
-__all__ = ["ALREADY_CLAIMED", "BATCH_LINES", "Command", "Item"]
+__all__ = ["Command"]
 
 #: Exit status when KEY is already claimed (nothing was sent).
-ALREADY_CLAIMED = 3
+_ALREADY_CLAIMED = 3
 _LINE_FIELDS = frozenset({"key", "task", "window"})
 _BAR_WIDTH = 30
 #: Most lines one ``enqueue_claimed_many`` call of ``--file`` takes.
-BATCH_LINES = 1000
+_BATCH_LINES = 1000
 
 
 @dataclass(frozen=True)
-class Item:
+class _Item:
     """One task to enqueue, checked."""
 
     key: str
@@ -53,15 +53,15 @@ class Item:
 class Command(BaseCommand):
     help = (
         "Enqueues a claimed task on QUEUE under KEY and prints its claim token; if KEY is "
-        f"already claimed, says so and exits {ALREADY_CLAIMED}. With --file, enqueues JSON "
+        f"already claimed, says so and exits {_ALREADY_CLAIMED}. With --file, enqueues JSON "
         'lines ({"key": ..., "task": ..., "window": ...}, window optional).'
     )
-    #: The exit status :meth:`run_from_argv` ends with: 0, or ALREADY_CLAIMED.
+    #: The exit status :meth:`run_from_argv` ends with: 0, or _ALREADY_CLAIMED.
     exit_status = 0
 
     def run_from_argv(self, argv: list[str]) -> None:
         """Runs the command as ``manage.py`` does, then exits with
-        :data:`ALREADY_CLAIMED` if the key was already claimed."""
+        :data:`_ALREADY_CLAIMED` if the key was already claimed."""
         super().run_from_argv(argv)
         if self.exit_status:
             sys.exit(self.exit_status)
@@ -108,7 +108,7 @@ class Command(BaseCommand):
             self.stderr.write(
                 f"{printable(item.key)} is already claimed; nothing sent", style_func=str
             )
-            self.exit_status = ALREADY_CLAIMED
+            self.exit_status = _ALREADY_CLAIMED
             return
         self.stdout.write(token)
 
@@ -135,7 +135,7 @@ class Command(BaseCommand):
 
     def _item(
         self, fields: dict[str, Any], queue: BaseQueue, default_window: float | None, where: str
-    ) -> Item:
+    ) -> _Item:
         """``fields`` checked as a task to enqueue; ``CommandError`` naming
         ``where`` (a line) and the field otherwise."""
         window = fields.get("window", default_window)
@@ -150,9 +150,9 @@ class Command(BaseCommand):
             check_encodes(queue, [message_body(key, PLACEHOLDER_TOKEN, window, fields["task"])])
         except (TypeError, ValueError) as error:
             raise CommandError(f"{where}{error}") from error
-        return Item(key=key, task=fields["task"], window=window)
+        return _Item(key=key, task=fields["task"], window=window)
 
-    def _read_file(self, path: str, queue: BaseQueue, default_window: float | None) -> list[Item]:
+    def _read_file(self, path: str, queue: BaseQueue, default_window: float | None) -> list[_Item]:
         """Every line checked before anything is enqueued."""
         try:
             # Bytes, decoded line by line, so a line that is not UTF-8 is named.
@@ -177,10 +177,10 @@ class Command(BaseCommand):
         return items
 
     def _enqueue_many(
-        self, queue: BaseQueue, items: list[Item], using: str | None, verbosity: int
+        self, queue: BaseQueue, items: list[_Item], using: str | None, verbosity: int
     ) -> None:
         """Enqueues ``items`` with ``enqueue_claimed_many``, in batches of
-        consecutive lines that share a window (at most :data:`BATCH_LINES`
+        consecutive lines that share a window (at most :data:`_BATCH_LINES`
         each), so the rules are those of one call and a batch costs one
         statement on the PostgreSQL queue (or an outbox)."""
         sent = claimed = done = 0
@@ -221,12 +221,12 @@ class Command(BaseCommand):
         self.stderr.flush()
 
 
-def _batches(items: list[Item]) -> Iterator[list[Item]]:
-    """``items`` in order, in runs of at most :data:`BATCH_LINES` that share
+def _batches(items: list[_Item]) -> Iterator[list[_Item]]:
+    """``items`` in order, in runs of at most :data:`_BATCH_LINES` that share
     one window (``enqueue_claimed_many`` takes one window per call)."""
-    batch: list[Item] = []
+    batch: list[_Item] = []
     for item in items:
-        if batch and (len(batch) == BATCH_LINES or item.window != batch[0].window):
+        if batch and (len(batch) == _BATCH_LINES or item.window != batch[0].window):
             yield batch
             batch = []
         batch.append(item)

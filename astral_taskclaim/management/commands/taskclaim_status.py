@@ -12,9 +12,9 @@ from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.management.base import AppCommand
 from astral_taskclaim.schedules.overview import overview
 
-__all__ = ["COLUMNS", "Command"]
+__all__ = ["Command"]
 
-COLUMNS = ("ready", "delayed", "leased", "oldest_age_seconds")
+_COLUMNS = ("ready", "delayed", "leased", "oldest_age_seconds")
 
 
 def _cell(value: Any) -> str:
@@ -49,7 +49,7 @@ class Command(AppCommand):
         problems = []
         for name, queue in found["queues"].items():
             backend = queue["backend"] or "?"
-            rows.append((name, backend, *(_cell(queue.get(c)) for c in COLUMNS)))
+            rows.append((name, backend, *(_cell(queue.get(c)) for c in _COLUMNS)))
             if queue["error"]:
                 problems.append(f"{name}: {queue['error']}")
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

@@ -8,14 +8,11 @@ re-exports it so Django registers it under the ``astral_taskclaim`` label.
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from django.db import models
 from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy as _
 
-from astral_taskclaim.db.sql_owned import SqlOwnedModel
+from astral_taskclaim.db.sql_owned import SqlOwnedMessage, SqlOwnedModel
 from astral_taskclaim.fields import LoadableDateTimeField
 
 __all__ = ["QueueMessage", "QueueMessageQuerySet"]
@@ -41,14 +38,11 @@ class QueueMessageQuerySet(models.QuerySet["QueueMessage"]):
         return self.filter(lease__isnull=True, visible_at__gt=Now())
 
 
-class QueueMessage(SqlOwnedModel):
+class QueueMessage(SqlOwnedMessage):
     """One message of a PostgreSQL queue (``taskclaim.message``). Unmanaged:
     the app's SQL owns the table, and
     :class:`astral_taskclaim.queues.postgres.PostgresQueue` writes it."""
 
-    id = models.BigAutoField(_("id"), primary_key=True)
-    queue = models.TextField(_("queue"))
-    body = models.TextField(_("body"), help_text=_("The message's JSON, byte for byte."))
     attempts = models.IntegerField(_("attempts"), default=0)
     enqueued_at = LoadableDateTimeField(_("enqueued at"))
     visible_at = LoadableDateTimeField(_("visible at"))
@@ -67,14 +61,6 @@ class QueueMessage(SqlOwnedModel):
         verbose_name = _("queue message")
         verbose_name_plural = _("queue messages")
         ordering = ("visible_at", "id")
-
-    def __str__(self) -> str:
-        return f"{self.queue} #{self.pk}"
-
-    @property
-    def payload(self) -> Any:
-        """The body decoded from JSON."""
-        return json.loads(self.body)
 
     @property
     def key(self) -> str | None:

@@ -3,7 +3,7 @@ check across them and the settings (``PostgresQueue.option_spec``).
 
 ``database`` (an alias of a PostgreSQL entry of ``DATABASES``, default
 ``TASKCLAIM_DATABASE``), ``queue_name`` (default: the alias; at most
-:data:`MAX_QUEUE_NAME_BYTES`), ``visibility_timeout`` and ``poll_interval``
+:data:`_MAX_QUEUE_NAME_BYTES`), ``visibility_timeout`` and ``poll_interval``
 (seconds) and ``listen``.
 """
 
@@ -18,18 +18,15 @@ from astral_taskclaim.queues import options as opts
 from astral_taskclaim.queues.messages import MAX_DELAY_SECONDS
 
 __all__ = [
-    "DEFAULT_POLL_INTERVAL",
-    "DEFAULT_VISIBILITY_TIMEOUT",
-    "MAX_QUEUE_NAME_BYTES",
     "OPTIONS",
     "database_problems",
 ]
 
-DEFAULT_VISIBILITY_TIMEOUT = 60.0
-DEFAULT_POLL_INTERVAL = 2.0
+_DEFAULT_VISIBILITY_TIMEOUT = 60.0
+_DEFAULT_POLL_INTERVAL = 2.0
 #: The NOTIFY channel is ``taskclaim.<queue_name>``: 10 bytes of prefix and
 #: the name must fit PostgreSQL's 63-byte identifiers.
-MAX_QUEUE_NAME_BYTES = 53
+_MAX_QUEUE_NAME_BYTES = 53
 
 
 def _database(value: Any) -> str:
@@ -48,9 +45,9 @@ OPTIONS = {
         default_factory=lambda alias: app_settings.DATABASE,
         check_id="E011",
     ),
-    "queue_name": opts.queue_name_option(MAX_QUEUE_NAME_BYTES),
-    "visibility_timeout": opts.seconds_option(DEFAULT_VISIBILITY_TIMEOUT, MAX_DELAY_SECONDS),
-    "poll_interval": opts.seconds_option(DEFAULT_POLL_INTERVAL, 3600),
+    "queue_name": opts.queue_name_option(_MAX_QUEUE_NAME_BYTES),
+    "visibility_timeout": opts.seconds_option(_DEFAULT_VISIBILITY_TIMEOUT, MAX_DELAY_SECONDS),
+    "poll_interval": opts.seconds_option(_DEFAULT_POLL_INTERVAL, 3600),
     "listen": opts.Option(opts.flag, default=True),
 }
 

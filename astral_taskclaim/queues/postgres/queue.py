@@ -62,14 +62,14 @@ from astral_taskclaim.queues.postgres.listener import Listener
 from astral_taskclaim.queues.postgres.options import OPTIONS, database_problems
 from astral_taskclaim.queues.runs import RunRecord, settle_recording
 
-__all__ = ["CHANNEL_PREFIX", "MIN_PAUSE", "PostgresQueue"]
+__all__ = ["PostgresQueue"]
 
 logger = logging.getLogger(__name__)
 
-CHANNEL_PREFIX = "taskclaim."
+_CHANNEL_PREFIX = "taskclaim."
 # A due message another consumer is leasing right now is free again within
 # milliseconds; look again after this pause rather than a whole poll.
-MIN_PAUSE = 0.05
+_MIN_PAUSE = 0.05
 
 
 class PostgresQueue(BaseQueue):
@@ -101,7 +101,7 @@ class PostgresQueue(BaseQueue):
     @property
     def channel(self) -> str:
         """The NOTIFY channel consumers of this queue listen on."""
-        return CHANNEL_PREFIX + self.queue_name
+        return _CHANNEL_PREFIX + self.queue_name
 
     def _execute(
         self, path: str, params: dict[str, Any], *, prepare: bool = False
@@ -158,7 +158,7 @@ class PostgresQueue(BaseQueue):
             pause = min(remaining, self.poll_interval)
             due_in = self._next_visible()
             if due_in is not None:
-                pause = min(pause, max(due_in, MIN_PAUSE))
+                pause = min(pause, max(due_in, _MIN_PAUSE))
             if listening:
                 listening = self.listener.wait(pause)
             else:

@@ -7,7 +7,7 @@ import re
 import pytest
 from django.db import NotSupportedError, connection, transaction
 
-from astral_taskclaim.db.operations import migration_sql
+from astral_taskclaim.db.operations import _migration_sql
 from tests.tools.slug_fallback import FALLBACK
 
 pytestmark = pytest.mark.django_db
@@ -149,7 +149,7 @@ def test_null_gives_null() -> None:
 
 
 def _install_fallback(schema: str) -> None:
-    text = migration_sql(FALLBACK)
+    text = _migration_sql(FALLBACK)
     text = re.sub(r"\bslug\.slug\b", f"{schema}.slug", text)
     text = text.replace("CREATE SCHEMA slug;", f"CREATE SCHEMA {schema};")
     with connection.cursor() as cursor:
@@ -158,7 +158,7 @@ def _install_fallback(schema: str) -> None:
 
 def _require_generating_major(server_version: int) -> None:
     """The fallback tabulates one major version's Unicode tables; compare on that one."""
-    header = re.search(r"from PostgreSQL (\d+)", migration_sql(FALLBACK))
+    header = re.search(r"from PostgreSQL (\d+)", _migration_sql(FALLBACK))
     assert header is not None
     if server_version // 10000 != int(header.group(1)):
         pytest.skip(f"the fallback was generated from PostgreSQL {header.group(1)}")
@@ -186,4 +186,4 @@ def test_the_fallback_file_is_current(server_version: int) -> None:
         for key, value in params.items()
         if key in {"host", "port", "user", "dbname", "password"} and value
     )
-    assert render(conninfo).split("\n", 2)[2] == migration_sql(FALLBACK).split("\n", 2)[2]
+    assert render(conninfo).split("\n", 2)[2] == _migration_sql(FALLBACK).split("\n", 2)[2]
