@@ -46,6 +46,7 @@ __all__ = [
     "history_problem",
     "queue_history",
     "settle_recording",
+    "worker_id",
     "write_runs",
 ]
 
@@ -105,7 +106,7 @@ def queue_history(alias: str) -> HistoryMode:
 
 
 @cache
-def _worker_id() -> str:
+def worker_id() -> str:
     """This process's worker id in ``worker_ids``: ``host:pid``."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -229,7 +230,7 @@ def _run_params(runs: Iterable[tuple[int | None, RunRecord]]) -> dict[str, Any]:
         }
         for message_id, run in runs
     ]
-    return {"runs": _DUMPS(rows), "worker_id": _worker_id()}
+    return {"runs": _DUMPS(rows), "worker_id": worker_id()}
 
 
 def write_runs(alias: str, messages: Sequence[Any], *, queue: str) -> int:

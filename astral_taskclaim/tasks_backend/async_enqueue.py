@@ -20,10 +20,10 @@ from astral_taskclaim.queues import BaseQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks_backend.sending import ENQUEUE_TRIES, RecordingSender, RunRequest
 
-__all__ = ["LoopRecordingSender", "aenqueue_elsewhere", "aenqueue_in_database"]
+__all__ = ["aenqueue_elsewhere", "aenqueue_in_database"]
 
 
-class LoopRecordingSender(RecordingSender):
+class _LoopRecordingSender(RecordingSender):
     """A :class:`~.sending.RecordingSender` for ``aenqueue_claimed``, which
     awaits its :meth:`asend`: the result row's statements run on the event
     loop's own connections, and only the queue's blocking ``send`` goes to
@@ -66,7 +66,7 @@ async def aenqueue_elsewhere(
     natively, then the result row and the message from the queue's send
     (blocking code, in a worker thread); a failed send deletes the row and
     releases the claim."""
-    sender = LoopRecordingSender(queue, database, request)
+    sender = _LoopRecordingSender(queue, database, request)
     key = request.envelope_key
     token = await aenqueue_claimed(
         sender, key, request.payload, window_seconds=request.claim_window(), using=database

@@ -13,9 +13,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     # Typed as Any: the two modules' stubs differ (django-stubs covers
     # django.tasks on Django 6 only), and the code must check on both.
-    DEFAULT_TASK_PRIORITY: int
-    TASK_MAX_PRIORITY: int
-    TASK_MIN_PRIORITY: int
     FRAMEWORK: str
     BaseTaskBackend: Any
     InvalidTask: Any
@@ -35,9 +32,6 @@ else:
         from django.tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
         from django.tasks.backends.base import BaseTaskBackend
         from django.tasks.base import (
-            DEFAULT_TASK_PRIORITY,
-            TASK_MAX_PRIORITY,
-            TASK_MIN_PRIORITY,
             Task,
             TaskError,
         )
@@ -55,9 +49,6 @@ else:
         )
         from django_tasks.backends.base import BaseTaskBackend
         from django_tasks.base import (
-            DEFAULT_TASK_PRIORITY,
-            TASK_MAX_PRIORITY,
-            TASK_MIN_PRIORITY,
             Task,
             TaskError,
         )
@@ -75,10 +66,7 @@ else:
         FRAMEWORK = "django_tasks"
 
 __all__ = [
-    "DEFAULT_TASK_PRIORITY",
     "FRAMEWORK",
-    "TASK_MAX_PRIORITY",
-    "TASK_MIN_PRIORITY",
     "BaseTaskBackend",
     "InvalidTask",
     "Task",

@@ -11,11 +11,11 @@ from django.utils.translation import gettext_lazy as _
 from astral_taskclaim.db.sql_owned import SqlOwnedModel
 from astral_taskclaim.fields import LoadableDateTimeField
 
-__all__ = ["STATUS_CHOICES", "RunCancelled", "StoredTaskResult"]
+__all__ = ["RunCancelled", "StoredTaskResult"]
 
 #: Django's ``TaskResultStatus`` values, without importing the framework
 #: (this model loads on a Django 5.2 project without ``django-tasks``).
-STATUS_CHOICES = [
+_STATUS_CHOICES = [
     ("READY", _("Ready")),
     ("RUNNING", _("Running")),
     ("FAILED", _("Failed")),
@@ -47,7 +47,7 @@ class StoredTaskResult(SqlOwnedModel):
     run_after = LoadableDateTimeField(_("run after"), null=True, blank=True)
     # NULL, not "": a run that does not coalesce has no key at all.
     key = models.TextField(_("key"), null=True, blank=True)  # noqa: DJ001
-    status = models.TextField(_("status"), choices=STATUS_CHOICES, default="READY")
+    status = models.TextField(_("status"), choices=_STATUS_CHOICES, default="READY")
     args = models.JSONField(_("args"), default=list)
     kwargs = models.JSONField(_("kwargs"), default=dict)
     return_value = models.JSONField(_("return value"), null=True, blank=True)

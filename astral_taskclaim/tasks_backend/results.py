@@ -9,14 +9,11 @@ database, like the claims' own; reads go through the
 from __future__ import annotations
 
 import json
-import os
-import socket
 import traceback
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from functools import cache
 from typing import Any
 
 import psycopg
@@ -26,6 +23,7 @@ from django.utils.module_loading import import_string
 from astral_taskclaim.consumer.failures import TaskNotFound, describe_error
 from astral_taskclaim.db import statements
 from astral_taskclaim.db.aio_pool import pool
+from astral_taskclaim.queues.runs import worker_id
 from astral_taskclaim.tasks_backend.compat import (
     Task,
     TaskError,
@@ -37,7 +35,6 @@ from astral_taskclaim.tasks_backend.compat import (
 from astral_taskclaim.tasks_backend.models import StoredTaskResult
 
 __all__ = [
-    "RESULT_COLUMNS",
     "afetch",
     "compact_json",
     "error_of",
@@ -45,17 +42,15 @@ __all__ = [
     "fetch",
     "load_task",
     "refusal",
-    "relaxed",
     "remember",
     "run_result",
     "start",
     "succeed",
     "to_task_result",
-    "worker_id",
 ]
 
 #: The columns ``tasks/result.sql`` selects, in order.
-RESULT_COLUMNS = (
+_RESULT_COLUMNS = (
     "id",
     "task_path",
     "backend",
@@ -75,12 +70,6 @@ RESULT_COLUMNS = (
     "last_attempted_at",
     "finished_at",
 )
-
-
-@cache
-def worker_id() -> str:
-    """This process's worker id in ``worker_ids``: ``host:pid``."""
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def compact_json(value: Any) -> str:
@@ -125,7 +114,7 @@ def load_task(path: str) -> Any:
     return task
 
 
-def relaxed(database: str) -> bool:
+def _relaxed(database: str) -> bool:
     """Whether a run's state may commit without waiting for its WAL flush:
     in autocommit, where the statement is its own transaction. The worker
     settles the run's message afterwards, and that commit flushes the WAL
@@ -153,7 +142,7 @@ def start(database: str, result_id: str, payload: Mapping[str, Any]) -> tuple[An
         "args": compact_json(payload["args"]),
         "kwargs": compact_json(payload["kwargs"]),
         "worker_id": worker_id(),
-        "relaxed": relaxed(database),
+        "relaxed": _relaxed(database),
     }
     rows = statements.run(database, "tasks/start.sql", params)
     if not rows:
@@ -182,7 +171,7 @@ def succeed(database: str, result_id: str, return_value: Any) -> datetime | None
     params = {
         "id": result_id,
         "return_value": compact_json(return_value),
-        "relaxed": relaxed(database),
+        "relaxed": _relaxed(database),
     }
     rows = statements.run(database, "tasks/succeed.sql", params)
     return rows[0][0] if rows else None
@@ -195,7 +184,7 @@ def fail(database: str, result_id: str, error: TaskError, *, final: bool) -> dat
         "exception_class_path": error.exception_class_path,
         "traceback": error.traceback,
         "final": final,
-        "relaxed": relaxed(database),
+        "relaxed": _relaxed(database),
     }
     rows = statements.run(database, "tasks/fail.sql", params)
     return rows[0][0] if rows else None
@@ -222,7 +211,7 @@ async def afetch(database: str, result_id: object) -> StoredTaskResult:
         raise TaskResultDoesNotExist(f"task result {result_id!r} cannot be read: {error}") from None
     if not rows:
         raise TaskResultDoesNotExist(f"no task result {result_id!r}")
-    return StoredTaskResult.from_db(database, list(RESULT_COLUMNS), rows[0])
+    return StoredTaskResult.from_db(database, list(_RESULT_COLUMNS), rows[0])
 
 
 def _uuid(result_id: object) -> uuid.UUID:

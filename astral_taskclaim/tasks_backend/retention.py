@@ -23,9 +23,7 @@ from astral_taskclaim.db import cron
 
 __all__ = [
     "JOB",
-    "JOB_NAME",
     "delete_old_results",
-    "job_command",
     "schedule_job",
     "unschedule_job",
 ]
@@ -33,7 +31,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 JOB = cron.Job("taskclaim-task-results", "45 * * * *")
-JOB_NAME = JOB.base
+_JOB_NAME = JOB.base
 
 
 def delete_old_results(connection: BaseDatabaseWrapper, older_than: int) -> int:
@@ -48,7 +46,7 @@ def delete_old_results(connection: BaseDatabaseWrapper, older_than: int) -> int:
     return int(row[0]) if row else 0
 
 
-def job_command(retention: int) -> str:
+def _job_command(retention: int) -> str:
     """The job's SQL for a retention of ``retention`` seconds."""
     return (
         "SET statement_timeout = '60s'; "
@@ -65,11 +63,11 @@ def schedule_job(connection: BaseDatabaseWrapper, *, quiet: bool = False) -> str
     retention = app_settings.TASK_RESULTS_RETENTION
     if retention is None:
         cron.unschedule_job(connection, JOB)
-        return f"pg_cron job {JOB_NAME} removed: results are kept forever"
-    reason = cron.schedule_job(connection, JOB, job_command(retention))
+        return f"pg_cron job {_JOB_NAME} removed: results are kept forever"
+    reason = cron.schedule_job(connection, JOB, _job_command(retention))
     if reason is None:
-        return f"pg_cron job {JOB_NAME} deletes results finished over {retention} s ago"
-    text = f"{reason}; pg_cron job {JOB_NAME} skipped: run taskclaim_delete_task_results instead"
+        return f"pg_cron job {_JOB_NAME} deletes results finished over {retention} s ago"
+    text = f"{reason}; pg_cron job {_JOB_NAME} skipped: run taskclaim_delete_task_results instead"
     level = logging.INFO if quiet and reason == "pg_cron is not loaded" else logging.WARNING
     logger.log(level, text, extra={"event": "tasks.cron_job_skipped"})
     return text

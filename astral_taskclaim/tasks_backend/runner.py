@@ -69,7 +69,7 @@ from astral_taskclaim.tasks_backend.compat import (
     task_started,
 )
 
-__all__ = ["UNKNOWN_TASK_MAX_WAIT", "UNKNOWN_TASK_PATIENCE", "TaskRunner"]
+__all__ = ["UNKNOWN_TASK_PATIENCE", "TaskRunner"]
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ class TaskRunner:
 #: (a rolling deploy: new web code, old workers) is sent again rather than
 #: failed, and the longest wait between two tries.
 UNKNOWN_TASK_PATIENCE = timedelta(hours=1)
-UNKNOWN_TASK_MAX_WAIT = 900.0
+_UNKNOWN_TASK_MAX_WAIT = 900.0
 #: Errors of the database or the queue while dispatching a message: the
 #: worker reconnects and the message is delivered again, never refused.
 _INFRASTRUCTURE = (DatabaseError, psycopg.Error, QueueError)
@@ -204,7 +204,7 @@ class _RunnerConsumer(MessageConsumer):
         if final:
             logger.error("%s: run %s failed: %s", queue, found.claim, error, extra=extra)
             return self.refuse.consume_one(message, summary)  # claim released, acked
-        wait = min(float(retry_delay_seconds(max(tries, 1))), UNKNOWN_TASK_MAX_WAIT)
+        wait = min(float(retry_delay_seconds(max(tries, 1))), _UNKNOWN_TASK_MAX_WAIT)
         wait *= app_settings.DELAY_SCALE
         self.runner._send_again(queue, message, wait)
         logger.warning(

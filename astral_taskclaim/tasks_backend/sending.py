@@ -18,7 +18,7 @@ from astral_taskclaim.queues import BaseQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks_backend.results import compact_json
 
-__all__ = ["ENQUEUE_TRIES", "UNCOALESCED_WINDOW", "RecordingSender", "RunRequest"]
+__all__ = ["ENQUEUE_TRIES", "RecordingSender", "RunRequest"]
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 ENQUEUE_TRIES = 3
 #: The claim window of a run that does not coalesce (its key is unique, so
 #: its claim only has to exist while ``enqueue_claimed`` sends).
-UNCOALESCED_WINDOW = 1.0
+_UNCOALESCED_WINDOW = 1.0
 
 
 @dataclass
@@ -82,8 +82,8 @@ class RunRequest:
 
     def claim_window(self) -> float:
         """Seconds the claim of a run sent through ``enqueue_claimed`` lasts:
-        the coalescing window (or :data:`UNCOALESCED_WINDOW`) after its delay."""
-        return (self.window or UNCOALESCED_WINDOW) + self.delay_seconds()
+        the coalescing window (or :data:`_UNCOALESCED_WINDOW`) after its delay."""
+        return (self.window or _UNCOALESCED_WINDOW) + self.delay_seconds()
 
     def in_database_params(self, queue: PostgresQueue) -> dict[str, Any]:
         """A fresh token for the run, and the parameters of

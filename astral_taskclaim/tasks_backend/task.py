@@ -33,10 +33,10 @@ from astral_taskclaim.core.validation import (
 )
 from astral_taskclaim.tasks_backend.compat import InvalidTask, Task
 
-__all__ = ["ClaimTask", "KeySource", "coalescing_key", "validate_options"]
+__all__ = ["ClaimTask", "coalescing_key", "validate_options"]
 
 #: ``key``: a fixed key, or a function of the task's arguments returning one.
-KeySource = str | Callable[..., str]
+_KeySource = str | Callable[..., str]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,7 +58,7 @@ class ClaimTask(Task):  # type: ignore[misc]
     """
 
     window_seconds: float | None = None
-    key: KeySource | None = None
+    key: _KeySource | None = None
     max_retries: int | None = None
 
     def using(  # type: ignore[override]
@@ -68,7 +68,7 @@ class ClaimTask(Task):  # type: ignore[misc]
         queue_name: str | None = None,
         run_after: datetime | None = None,
         backend: str | None = None,
-        key: KeySource | None = None,
+        key: _KeySource | None = None,
         window_seconds: float | None = None,
         max_retries: int | None = None,
     ) -> ClaimTask:

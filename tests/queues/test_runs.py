@@ -16,7 +16,7 @@ from django.test import override_settings
 from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
-from astral_taskclaim.queues.runs import _MAX_TRACEBACK_CHARS, _worker_id
+from astral_taskclaim.queues.runs import _MAX_TRACEBACK_CHARS, worker_id
 from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
 from astral_taskclaim.tasks_backend.retention import delete_old_results
 from astral_taskclaim.worker.loop import Worker
@@ -96,7 +96,7 @@ def test_a_successful_run_is_recorded_with_the_settlement(queue: PostgresQueue) 
             "status": "SUCCESSFUL",
             "attempts": 1,
             "errors": [],
-            "worker_ids": [_worker_id()],
+            "worker_ids": [worker_id()],
             "payload": None,
             "?column?": False,
         }
@@ -127,7 +127,7 @@ def test_each_failed_attempt_is_kept_until_the_give_up(queue: PostgresQueue) -> 
     run = runs()[tokens[1]]
     assert (run["status"], run["attempts"], run["?column?"]) == ("FAILED", 2, False)
     assert [(e["attempt"], e["final"]) for e in run["errors"]] == [(1, False), (2, True)]
-    assert run["worker_ids"] == [_worker_id(), _worker_id()]
+    assert run["worker_ids"] == [worker_id(), worker_id()]
     assert json.loads(run["payload"]) == {"id": 1}  # kept for a retry
 
 

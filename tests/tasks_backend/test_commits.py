@@ -57,11 +57,11 @@ def test_a_state_written_inside_a_transaction_commits_with_it_as_configured() ->
     result = jobs.add.enqueue(1, 2)
     with commit_settings("taskclaim.task_result") as noted:
         with transaction.atomic():
-            assert not results.relaxed("default")
+            assert not results._relaxed("default")
             payload = {"taskPath": jobs.add.module_path, "args": [1, 2], "kwargs": {}}
             assert results.start("default", result.id, payload) is not None
         assert noted() == [("task_result", "UPDATE", "on")]
-    assert results.relaxed("default")  # autocommit again
+    assert results._relaxed("default")  # autocommit again
 
 
 @pytest.fixture

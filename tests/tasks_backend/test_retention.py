@@ -69,7 +69,7 @@ def test_a_bad_retention_setting_is_named() -> None:
 
 
 def test_the_job_command_calls_the_cleanup_function_with_the_retention() -> None:
-    command = retention.job_command(3600)
+    command = retention._job_command(3600)
     assert "taskclaim.delete_task_results(make_interval(secs => 3600))" in command
     with connection.cursor() as cursor:  # and it runs
         cursor.execute(command.split("; ", 1)[1])
@@ -113,13 +113,13 @@ def test_migrate_schedules_the_job_with_the_retention_in_force_then() -> None:
         try:
             with override_settings(TASKCLAIM_TASK_RESULTS_RETENTION=3600):
                 call_command("migrate", "astral_taskclaim", verbosity=0)
-            assert _results_jobs(conn)[name] == (database, retention.job_command(3600))
+            assert _results_jobs(conn)[name] == (database, retention._job_command(3600))
             with override_settings(TASKCLAIM_TASK_RESULTS_RETENTION=None):
                 call_command("migrate", "astral_taskclaim", verbosity=0)
             assert name not in _results_jobs(conn)
             call_command("migrate", "astral_taskclaim", "0005", verbosity=0)
             call_command("migrate", "astral_taskclaim", verbosity=0)
-            assert _results_jobs(conn)[name] == (database, retention.job_command(604800))
+            assert _results_jobs(conn)[name] == (database, retention._job_command(604800))
             call_command("migrate", "astral_taskclaim", "0005", verbosity=0)
             assert name not in _results_jobs(conn)  # no job left without its table
         finally:
