@@ -19,7 +19,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -29,7 +29,7 @@ from django.db import connections, transaction
 from astral_taskclaim import signals
 from astral_taskclaim.claims.claim import hold_task, release_task
 from astral_taskclaim.claims.writing import discard_broken_connection, in_transaction, resolve_alias
-from astral_taskclaim.consumer.event_loop import run_awaitable
+from astral_taskclaim.consumer.event_loop import run_steps
 from astral_taskclaim.consumer.failures import (
     DeliveriesExhausted,
     describe_error,
@@ -43,6 +43,7 @@ from astral_taskclaim.consumer.summary import (
     Message,
     MessageConsumer,
     Outcome,
+    Steps,
     TaskOptions,
     checked_options,
 )
@@ -116,12 +117,17 @@ class Consumer(MessageConsumer):
     def consume_one(self, message: Message, summary: ConsumeSummary) -> Outcome:
         """Runs ``message``'s task, writes its claim, then settles it (see
         :func:`consume_claimed`); adds the outcome to ``summary``."""
+        return run_steps(self.steps(message, summary))
+
+    def steps(self, message: Message, summary: ConsumeSummary) -> Steps:
+        """:meth:`consume_one`, yielding the awaitable an ``async def`` task
+        returns instead of awaiting it."""
         queue = summary.queue
         found = parse_body(message.body)
         if found is None:
             return self.malformed(message, summary, "not a claimed task")
         history, started = self.history, time.time()
-        decision = self._attempt(queue, found, message.attempts, summary)
+        decision = yield from self._attempt(queue, found, message.attempts, summary)
         if history is not None and isinstance(message, ReceivedMessage):
             message.run = history.note(queue, found, message.attempts, decision, started)
         if decision.release or not decision.ack:
@@ -148,8 +154,10 @@ class Consumer(MessageConsumer):
 
     def _attempt(
         self, queue: str, found: Envelope, attempts: int, summary: ConsumeSummary
-    ) -> _Decision:
-        """Parses and runs one task: what to do with its message and claim."""
+    ) -> Generator[Awaitable[object], object, _Decision]:
+        """Parses and runs one task: what to do with its message and claim.
+        An awaitable the run returns is yielded, and what it raised is
+        thrown back in here, so the failure is handled as a sync one's."""
         try:
             task = self.parse(found.task)
         except BaseException as error:
@@ -172,9 +180,9 @@ class Consumer(MessageConsumer):
                     # in the test's transaction.
                     async_to_sync(_wait)(result)
                 else:
-                    # On the process's one event loop, beside every other
-                    # async run (see consumer.event_loop).
-                    run_awaitable(result)
+                    # Awaited by the caller on the process's one event loop,
+                    # beside every other async run (see consumer.event_loop).
+                    yield result
         except BaseException as error:
             if not is_task_failure(error):
                 raise

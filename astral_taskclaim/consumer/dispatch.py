@@ -27,11 +27,13 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from astral_taskclaim.consumer.consume import Consumer
+from astral_taskclaim.consumer.event_loop import run_steps
 from astral_taskclaim.consumer.summary import (
     ConsumeSummary,
     Message,
     MessageConsumer,
     Outcome,
+    Steps,
     TaskOptions,
 )
 from astral_taskclaim.core.envelope import TASK_FIELD, task_name_of
@@ -143,12 +145,15 @@ class _TaskDispatch(MessageConsumer):
         self.using = using
 
     def consume_one(self, message: Message, summary: ConsumeSummary) -> Outcome:
+        return run_steps(self.steps(message, summary))
+
+    def steps(self, message: Message, summary: ConsumeSummary) -> Steps:
         named = task_name_of(message.body)
         wanted = self.default if named is None else named
         consumer = self.consumers.get(wanted) if isinstance(wanted, str) else None
         if consumer is None:
             consumer = self._unknown(named)
-        return consumer.consume_one(message, summary)
+        return (yield from consumer.steps(message, summary))
 
     def _unknown(self, named: object) -> MessageConsumer:
         what = "names no task and it has no default" if named is None else f"has no task {named!r}"

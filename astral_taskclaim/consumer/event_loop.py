@@ -1,12 +1,16 @@
 """Internal: the one event loop a process runs its ``async def`` tasks on.
 
-:func:`run_awaitable` runs an awaitable on a long-lived loop in a thread of
-its own, started by the first call (and again after a fork, or once the
-last :func:`event_loop_scope` has ended), and blocks the calling thread (a worker's lane)
-until it ends. Every ``async def`` run of the process shares that loop, so
-running one costs a hand-off between two threads, not a new loop and a
-thread per run (what ``async_to_sync`` does when called from a plain
-thread).
+The loop runs in a thread of its own, started by the first run (and again
+after a fork, or once the last :func:`event_loop_scope` has ended). A
+worker running messages side by side hands each async run to it with
+:func:`submit` and goes on: the run holds no thread while it awaits, and
+its message's consumer goes on on a worker thread when it ends
+(:data:`~astral_taskclaim.consumer.summary.Steps`). :func:`run_steps` and
+:func:`run_awaitable` block the calling thread instead (one message at a
+time, ``consume_claimed()``). Either way every ``async def`` run of the
+process shares the loop: a run costs a hand-off between two threads, not
+a new loop and a thread per run (what ``async_to_sync`` does when called
+from a plain thread).
 
 Django's ORM in an ``async def`` task (``await Model.objects.acreate()``,
 ``sync_to_async(thread_sensitive=True)``, the default) runs in asgiref's one
@@ -27,17 +31,20 @@ extension and shutdown go on, since they run on threads of their own.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import os
 import threading
-from collections.abc import Awaitable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections, connections
 
-__all__ = ["event_loop_scope", "run_awaitable"]
+__all__ = ["event_loop_scope", "run_awaitable", "run_steps", "submit"]
+
+T = TypeVar("T")
 
 _lock = threading.Lock()
 #: The running loop, its thread and the process that started them.
@@ -93,6 +100,44 @@ def run_awaitable(awaitable: Awaitable[object]) -> object:
         return future.result()
     except _Escaped as escaped:
         raise escaped.error from None
+
+
+def submit(
+    awaitable: Awaitable[object], then: Callable[[object, BaseException | None], object]
+) -> None:
+    """Starts awaiting ``awaitable`` on the process's event loop and returns
+    at once; when it ends, ``then(result, None)``, or ``then(None, error)``
+    with what it raised, is called on the loop's thread (it must be quick)."""
+    future = asyncio.run_coroutine_threadsafe(_guarded(awaitable), _loop())
+
+    def done(ended: concurrent.futures.Future[object]) -> None:
+        try:
+            result = ended.result()
+        except _Escaped as escaped:
+            then(None, escaped.error)
+        except BaseException as error:
+            then(None, error)
+        else:
+            then(result, None)
+
+    future.add_done_callback(done)
+
+
+def run_steps(steps: Generator[Awaitable[object], object, T]) -> T:
+    """Runs ``steps`` to its end on this thread, awaiting each awaitable it
+    yields with :func:`run_awaitable` and sending back the result (or
+    throwing in what it raised); returns what ``steps`` returns."""
+    value: object = None
+    error: BaseException | None = None
+    while True:
+        try:
+            awaitable = steps.send(value) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return cast(T, stop.value)
+        try:
+            value, error = run_awaitable(awaitable), None
+        except BaseException as raised:
+            value, error = None, raised
 
 
 @contextmanager

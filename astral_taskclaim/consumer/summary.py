@@ -6,7 +6,7 @@ the one way they are printed, and a worker's totals (:class:`WorkerStats`)."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol, Self
 
@@ -19,6 +19,7 @@ __all__ = [
     "Message",
     "MessageConsumer",
     "Outcome",
+    "Steps",
     "TaskOptions",
     "TaskRun",
     "WorkerStats",
@@ -167,6 +168,12 @@ class WorkerStats(ConsumeSummary):
         return self.describe(f"{self.received} received")
 
 
+#: Consuming one message, as a generator: it yields each awaitable the
+#: task returns, for the caller to await (anywhere), and takes back the
+#: result with ``send()`` or what it raised with ``throw()``; it returns the
+#: :data:`Outcome`. ``consumer.event_loop.run_steps`` runs one on its thread.
+Steps = Generator[Awaitable[object], object, Outcome]
+
 #: Called inside the handler of a run's failure with the error and whether
 #: it is the last attempt (so ``sys.exc_info()`` is the failure's).
 FailureHook = Callable[[BaseException, bool], object]
@@ -182,6 +189,13 @@ class MessageConsumer(ABC):
     def consume_one(self, message: Message, summary: ConsumeSummary) -> Outcome:
         """Runs and settles ``message`` of queue ``summary.queue``; adds its
         outcome to ``summary`` and returns it."""
+
+    def steps(self, message: Message, summary: ConsumeSummary) -> Steps:
+        """:meth:`consume_one` as :data:`Steps`, so a worker running
+        messages side by side awaits an ``async def`` task holding no
+        thread; by default it runs :meth:`consume_one` and yields nothing."""
+        return self.consume_one(message, summary)
+        yield  # unreachable: makes this a generator
 
     def consume(self, batch: Batch) -> ConsumeSummary:
         """Consumes the batch's messages in order; what became of them."""

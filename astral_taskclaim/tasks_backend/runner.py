@@ -46,6 +46,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from astral_taskclaim.consumer.consume import Consumer
+from astral_taskclaim.consumer.event_loop import run_steps
 from astral_taskclaim.consumer.failures import TaskNotFound, describe_error
 from astral_taskclaim.consumer.retry import requested_retry_after_ms, retry_delay_seconds
 from astral_taskclaim.consumer.summary import (
@@ -53,6 +54,7 @@ from astral_taskclaim.consumer.summary import (
     Message,
     MessageConsumer,
     Outcome,
+    Steps,
     TaskOptions,
 )
 from astral_taskclaim.core.conf import app_settings
@@ -126,6 +128,9 @@ class _RunnerConsumer(MessageConsumer):
     refuse: Consumer
 
     def consume_one(self, message: Message, summary: ConsumeSummary) -> Outcome:
+        return run_steps(self.steps(message, summary))
+
+    def steps(self, message: Message, summary: ConsumeSummary) -> Steps:
         found = parse_body(message.body)
         payload = found.task if found is not None else None
         if found is None or not _is_payload(payload):
@@ -143,7 +148,7 @@ class _RunnerConsumer(MessageConsumer):
         options = TaskOptions(
             _accept, prepared.run, prepared.max_retries, requested_retry_after_ms, prepared.failed
         )
-        outcome = self.refuse.for_task(options).consume_one(message, summary)
+        outcome = yield from self.refuse.for_task(options).steps(message, summary)
         prepared.record(outcome)
         return outcome
 

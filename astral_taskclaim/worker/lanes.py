@@ -1,10 +1,15 @@
 """Internal: threads that run a worker's messages side by side, one key at a time.
 
-:class:`Lanes` is a pool of ``size`` threads fed from one backlog. An item
-put with a key that is running (or waiting) already waits behind it, so two
-messages of one key never run at once in a process, whichever batches they
-came in. Each thread has its own database connections (Django's are per
-thread), closed when the pool closes.
+:class:`Lanes` runs at most ``size`` items at once, fed from one backlog.
+An item put with a key that is in progress (or waiting) already waits
+behind it, so two messages of one key never run at once in a process,
+whichever batches they came in. An item may also *suspend*: its run
+returns ``False`` (it handed an ``async def`` task to the event loop) and
+it stays in progress, its key busy, holding no thread, until
+:meth:`Lanes.resume` puts it back; a resumed item goes before new ones.
+Threads are started as items need them, up to ``size``: a queue of async
+tasks runs ``size`` of them on a thread or two. Each thread has its own
+database connections (Django's are per thread), closed when the pool closes.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Generic, TypeVar
 
 from django.db import connections
 
-__all__ = ["Lanes"]
+__all__ = ["POLL_SECONDS", "Lanes"]
 
 logger = logging.getLogger(__name__)
 
@@ -28,37 +33,56 @@ POLL_SECONDS = 0.2
 
 
 class Lanes(Generic[T]):
-    """Runs ``run(item)`` for each item :meth:`put`, on ``size`` threads
-    named ``name``; ``run`` must not raise (what it raises is logged)."""
+    """Runs ``run(item)`` for each item :meth:`put`, at most ``size`` in
+    progress, on threads named ``name``; ``run`` returns ``False`` when the
+    item suspended (see the module docstring) and must not raise (what it
+    raises is logged, and the item counts as done)."""
 
-    def __init__(self, size: int, run: Callable[[T], object], *, name: str) -> None:
+    def __init__(self, size: int, run: Callable[[T], bool], *, name: str) -> None:
         self.size = size
         self._run = run
-        self._condition = threading.Condition()
+        self._name = name
+        lock = threading.Lock()
+        #: Lanes wait on ``_work``; callers waiting for room on ``_room``.
+        self._work = threading.Condition(lock)
+        self._room = threading.Condition(lock)
         self._ready: deque[tuple[str | None, T]] = deque()
-        #: Items waiting for their key's running (or ready) item to end.
+        self._resumed: deque[tuple[str | None, T]] = deque()
+        #: Items waiting for their key's item in progress (or ready) to end.
         self._blocked: dict[str, deque[T]] = {}
         self._blocked_count = 0
-        #: Keys with an item ready or running.
+        #: Keys with an item ready or in progress.
         self._busy: set[str] = set()
+        #: Items started and not done: running on a thread, or suspended.
+        self._in_progress = 0
+        #: Threads waiting for work that no item has been handed to yet.
+        self._idle = 0
+        self._threads: list[threading.Thread] = []
+        #: A thread is starting: the next starts once it has taken work.
+        self._starting = False
         self._closing = False
-        self._threads = [
-            threading.Thread(target=self._lane, name=f"{name}-{n}", daemon=True)
-            for n in range(1, size + 1)
-        ]
-        for thread in self._threads:
-            thread.start()
 
     @property
     def backlog(self) -> int:
         """Items put and not started."""
-        with self._condition:
+        with self._work:
             return len(self._ready) + self._blocked_count
+
+    @property
+    def threads(self) -> int:
+        """Threads started so far."""
+        return len(self._threads)
+
+    @property
+    def idle(self) -> int:
+        """Threads waiting for work."""
+        with self._work:
+            return self._idle
 
     def put(self, key: str | None, item: T) -> None:
         """Queues ``item``; behind the item of ``key`` under way, if any
         (``None``: no key, never waits)."""
-        with self._condition:
+        with self._work:
             if key is not None and key in self._busy:
                 self._blocked.setdefault(key, deque()).append(item)
                 self._blocked_count += 1
@@ -66,17 +90,27 @@ class Lanes(Generic[T]):
             if key is not None:
                 self._busy.add(key)
             self._ready.append((key, item))
-            self._condition.notify()
+            if self._in_progress < self.size:
+                self._wake()
+
+    def resume(self, key: str | None, item: T) -> None:
+        """Runs a suspended ``item`` again, before any item not started."""
+        with self._work:
+            self._resumed.append((key, item))
+            # No new thread for it: the threads at work take it next.
+            if self._idle:
+                self._idle -= 1
+                self._work.notify()
 
     def wait_for_room(self, backlog: int, stop: Callable[[], bool]) -> None:
         """Returns once at most ``backlog`` items wait, or ``stop()`` is true."""
-        with self._condition:
+        with self._room:
             while len(self._ready) + self._blocked_count > backlog and not stop():
-                self._condition.wait(POLL_SECONDS)
+                self._room.wait(POLL_SECONDS)
 
     def take_unstarted(self) -> list[T]:
         """Removes every item not started yet and returns them."""
-        with self._condition:
+        with self._work:
             taken = [item for _, item in self._ready]
             for key, _ in self._ready:
                 if key is not None:
@@ -86,51 +120,84 @@ class Lanes(Generic[T]):
             self._ready.clear()
             self._blocked.clear()
             self._blocked_count = 0
-            self._condition.notify_all()
+            self._room.notify_all()
             return taken
 
     def close(self) -> None:
-        """Lets the started items end, then stops the threads (items not
-        started are dropped: take them first)."""
-        with self._condition:
+        """Lets the items in progress end, then stops the threads (items
+        not started are dropped: take them first)."""
+        with self._work:
             self._closing = True
-            self._condition.notify_all()
+            self._idle = 0
+            self._work.notify_all()
         for thread in self._threads:
             thread.join()
 
+    def _wake(self) -> None:
+        """Hands the work just added to an idle thread, else to a new one
+        while fewer than ``size`` run (called holding the lock). One thread
+        starts at a time, and it starts the next only if work still waits
+        when it takes its first: a burst of async items, each on a thread
+        for a moment, needs a few threads, not one each."""
+        if self._idle:
+            self._idle -= 1
+            self._work.notify()
+        elif not self._starting and len(self._threads) < self.size:
+            self._starting = True
+            number = len(self._threads) + 1
+            thread = threading.Thread(target=self._lane, name=f"{self._name}-{number}", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
     def _lane(self) -> None:
+        first = True
         try:
-            while (job := self._next()) is not None:
+            while (job := self._next(first=first)) is not None:
+                first = False
                 key, item = job
+                done = True
                 try:
-                    self._run(item)
+                    done = self._run(item) is not False
                 except BaseException:  # a lane must go on: the item's owner settles it
                     logger.exception("a lane's item raised", extra={"event": "worker.lane_failed"})
                 finally:
-                    self._done(key)
+                    if done:
+                        self._done(key)
         finally:
             connections.close_all()
 
-    def _next(self) -> tuple[str | None, T] | None:
-        with self._condition:
-            while not self._ready:
+    def _next(self, *, first: bool = False) -> tuple[str | None, T] | None:
+        with self._work:
+            if first:
+                self._starting = False
+            while True:
+                if self._resumed:
+                    job = self._resumed.popleft()
+                elif self._ready and self._in_progress < self.size:
+                    self._in_progress += 1
+                    self._room.notify_all()  # room for a waiting producer
+                    job = self._ready.popleft()
+                else:
+                    job = None
+                if job is not None:
+                    if first and (self._resumed or self._ready):
+                        self._wake()  # more waits: the next thread starts
+                    return job
                 if self._closing:
                     return None
-                self._condition.wait()
-            job = self._ready.popleft()
-            self._condition.notify_all()  # room for a waiting producer
-            return job
+                self._idle += 1
+                self._work.wait()
 
     def _done(self, key: str | None) -> None:
-        if key is None:
-            return
-        with self._condition:
-            waiting = self._blocked.get(key)
+        with self._work:
+            self._in_progress -= 1
+            waiting = self._blocked.get(key) if key is not None else None
             if waiting:
                 self._ready.append((key, waiting.popleft()))
                 self._blocked_count -= 1
                 if not waiting:
-                    del self._blocked[key]
-                self._condition.notify()
-            else:
+                    del self._blocked[key]  # type: ignore[arg-type]
+            elif key is not None:
                 self._busy.discard(key)
+            if self._ready and self._idle:
+                self._wake()  # the thread that ends here takes one; another may take the next

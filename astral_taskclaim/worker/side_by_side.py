@@ -10,6 +10,13 @@ task consumer's ``consume_one``, as in the one-at-a-time loop, between two
 connection that failed, or is older than ``CONN_MAX_AGE``, is closed, and
 one kept is health-checked on reuse when ``CONN_HEALTH_CHECKS`` is on).
 
+An ``async def`` task is handed to the process's event loop and holds no
+thread while it awaits: the message's consumer runs as
+:data:`~astral_taskclaim.consumer.summary.Steps`, its lane goes on with
+other messages, and the rest of the message (claim write, history) runs on
+a lane when the task ends. So ``concurrency`` counts messages in flight,
+running or awaited, and threads start only as sync work needs them.
+
 Each batch keeps its leases (one :class:`~astral_taskclaim.worker.leases.LeaseKeeper`
 while any of its messages is leased) and is settled once, by the thread
 whose message ends it. Several batches may be under way at once.
@@ -24,6 +31,7 @@ back and makes the receiving loop reconnect with the worker's backoff.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -34,10 +42,12 @@ from typing import Any, Protocol
 
 from django.db import close_old_connections
 
+from astral_taskclaim.consumer.event_loop import submit
 from astral_taskclaim.consumer.summary import (
     ConsumeSummary,
     MessageConsumer,
     Outcome,
+    Steps,
     TaskRun,
     WorkerStats,
 )
@@ -126,6 +136,14 @@ class _Batch:
 class _Item:
     batch: _Batch
     message: ReceivedMessage
+    key: str | None
+    #: Once started: its consumer's steps, the summary they add to, and when.
+    steps: Steps | None = None
+    summary: ConsumeSummary | None = None
+    started: float = 0.0
+    #: What the awaitable it waited for gave (or raised): sent in on resuming.
+    result: object = None
+    error: BaseException | None = None
 
 
 class SideBySide:
@@ -203,33 +221,54 @@ class SideBySide:
         with self._lock:
             self._open += 1
         for message in batch.messages:
-            self.lanes.put(_message_key(message), _Item(track, message))
+            key = _message_key(message)
+            self.lanes.put(key, _Item(track, message, key))
 
-    def _run_one(self, item: _Item) -> None:
-        """One message, on a lane's thread."""
+    def _run_one(self, item: _Item) -> bool:
+        """A message's next step, on a lane's thread: ``False`` while it
+        waits for its ``async def`` task on the event loop."""
+        if item.summary is not None:
+            return self._go_on(item)
         track, message, worker = item.batch, item.message, self.worker
         summary = ConsumeSummary(queue=track.summary.queue)
         lost = track.keeper is not None and track.keeper.lost(message)
-        try:
-            if lost:
-                pass  # its new delivery runs it
-            elif worker.stopper.requested:
-                message.retry(delay_seconds=0)
-                summary.returned = 1
-            else:
-                self._consume(track, message, summary)
-        finally:
-            self._done(track, summary, lost=lost, count=1)
+        if lost or worker.stopper.requested:
+            try:
+                if not lost:  # lost: its new delivery runs it
+                    message.retry(delay_seconds=0)
+                    summary.returned = 1
+            finally:
+                self._done(track, summary, lost=lost, count=1)
+            return True
+        item.summary, item.started = summary, time.monotonic()
+        return self._go_on(item)
 
-    def _consume(self, track: _Batch, message: ReceivedMessage, summary: ConsumeSummary) -> None:
-        worker = self.worker
+    def _resume(self, item: _Item, result: object, error: BaseException | None) -> None:
+        """Called on the event loop's thread when the task it awaited ended."""
+        item.result, item.error = result, error
+        self.lanes.resume(item.key, item)
+
+    def _go_on(self, item: _Item) -> bool:
+        """Runs the message's steps to their end, or to an awaitable, which
+        goes to the event loop (``False``: :meth:`_resume` brings it back)."""
+        worker, message, summary = self.worker, item.message, item.summary
+        assert summary is not None
+        done = True
         close_old_connections()
         try:
-            started = time.monotonic()
-            outcome = track.consumer.consume_one(message, summary)
-            if worker.on_run is not None:
-                seconds = time.monotonic() - started
-                worker.on_run(task_run(track.batch.queue, message, outcome, seconds))
+            if item.steps is None:
+                item.steps = item.batch.consumer.steps(message, summary)
+            steps = item.steps
+            result, error, item.result, item.error = item.result, item.error, None, None
+            try:
+                awaitable = steps.send(result) if error is None else steps.throw(error)
+            except StopIteration as stop:
+                if worker.on_run is not None:
+                    seconds = time.monotonic() - item.started
+                    worker.on_run(task_run(item.batch.batch.queue, message, stop.value, seconds))
+            else:
+                submit(awaitable, functools.partial(self._resume, item))
+                done = False
         except worker.recoverable as error:
             self._error = error
             close_connections()
@@ -244,6 +283,10 @@ class SideBySide:
             self._give_back(message, summary)
         finally:
             close_old_connections()
+            if done:
+                item.steps = None
+                self._done(item.batch, summary, lost=False, count=1)
+        return done
 
     @staticmethod
     def _give_back(message: ReceivedMessage, summary: ConsumeSummary) -> None:

@@ -14,7 +14,9 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import OperationalError, connection, connections
 
+from astral_taskclaim import signals
 from astral_taskclaim.claims.claim import enqueue_claimed
+from astral_taskclaim.consumer.summary import MessageConsumer
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
 from astral_taskclaim.worker.loop import Worker
@@ -194,7 +196,7 @@ def test_a_database_error_in_a_lane_hands_the_message_back_and_reconnects(
     task = make_task(lambda t: ran.append(t["id"]))
     make_consumer, failed = task.consumer, []
 
-    class FailingOnce:
+    class FailingOnce(MessageConsumer):
         """Message 1's first run meets a dropped connection (as the results
         table's write of a Django Task could)."""
 
@@ -317,3 +319,29 @@ def test_an_async_run_blocking_the_loop_holds_up_async_runs_only(queue: Postgres
             cursor.execute(
                 "DELETE FROM taskclaim.message WHERE queue = %s", [sync_queue.queue_name]
             )
+
+
+def test_async_failures_go_back_into_their_run_and_are_retried(queue: PostgresQueue) -> None:
+    send(queue, 1, 2, 3)
+    failures: list[str] = []
+
+    async def run(task: Any) -> None:
+        await asyncio.sleep(0)  # suspended at least once: its lane went on meanwhile
+        if task["id"] == 2:
+            raise SystemExit(3)  # a failed attempt, as in a sync task
+        if task["id"] == 3:
+            raise ValueError("boom")
+
+    def retried(sender: Any, **kwargs: Any) -> None:
+        failures.append(type(kwargs["error"]).__name__)
+
+    signals.task_retried.connect(retried)
+    try:
+        worker = Worker("jobs", task=make_task(run), backend=queue, concurrency=3, burst=True)
+        worker.run()
+    finally:
+        signals.task_retried.disconnect(retried)
+    assert (worker.stats.ok, worker.stats.retried, worker.stats.failed) == (1, 2, 0)
+    assert sorted(failures) == ["SystemExit", "ValueError"]
+    # Both came back after the first retry's delay, as a sync task's would.
+    assert rows(queue) == [(2, 1, False, False), (3, 1, False, False)]

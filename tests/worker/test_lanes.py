@@ -1,0 +1,118 @@
+"""Lanes: at most ``size`` items in progress, one key at a time, threads
+started as items need them, and a suspended item holding no thread."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from astral_taskclaim.worker.lanes import Lanes
+from tests.e2e.support import wait_for
+
+
+class Suspending:
+    """A lane's ``run`` that suspends each item (as an ``async def`` task
+    handed to the event loop) and ends it when it is resumed."""
+
+    def __init__(self) -> None:
+        self.suspended: list[str] = []
+        self.ended: list[str] = []
+        self.changed = threading.Condition()
+
+    def __call__(self, item: str) -> bool:
+        with self.changed:
+            if item in self.suspended:
+                self.ended.append(item)
+                self.changed.notify_all()
+                return True
+            self.suspended.append(item)
+            self.changed.notify_all()
+            return False
+
+    def wait(self, test: Any) -> None:
+        with self.changed:
+            assert self.changed.wait_for(lambda: test(self), 30)
+
+
+@pytest.fixture
+def run() -> Suspending:
+    return Suspending()
+
+
+def test_suspended_items_hold_no_thread(run: Suspending) -> None:
+    lanes: Lanes[str] = Lanes(5, run, name="test-lanes")
+    try:
+        for n in range(5):
+            lanes.put(f"k{n}", f"item {n}")
+            run.wait(lambda r, n=n: len(r.suspended) == n + 1)
+            wait_for(lambda: lanes.idle == 1, "the thread to be free again", timeout=30)
+        # Five items in progress at once, each put when the one thread was free.
+        assert lanes.threads == 1
+        for item in run.suspended:
+            lanes.resume(f"k{item[-1]}", item)
+        run.wait(lambda r: len(r.ended) == 5)
+    finally:
+        lanes.close()
+    assert lanes.threads == 1
+
+
+def test_suspended_items_count_against_the_size(run: Suspending) -> None:
+    lanes: Lanes[str] = Lanes(2, run, name="test-lanes")
+    try:
+        for n in range(3):
+            lanes.put(None, f"item {n}")
+        run.wait(lambda r: len(r.suspended) == 2)
+        assert lanes.backlog == 1  # the third waits for room, though a thread is free
+        lanes.resume(None, run.suspended[0])
+        run.wait(lambda r: len(r.suspended) == 3)  # one ended: the third started
+        assert lanes.backlog == 0
+        for item in run.suspended[1:]:
+            lanes.resume(None, item)
+        run.wait(lambda r: len(r.ended) == 3)
+    finally:
+        lanes.close()
+
+
+def test_a_key_stays_busy_while_its_item_is_suspended(run: Suspending) -> None:
+    lanes: Lanes[str] = Lanes(4, run, name="test-lanes")
+    try:
+        lanes.put("same", "first")
+        lanes.put("same", "second")
+        run.wait(lambda r: r.suspended == ["first"])
+        assert lanes.backlog == 1  # "second" waits behind its key
+        lanes.resume("same", "first")
+        run.wait(lambda r: r.suspended == ["first", "second"])
+        lanes.resume("same", "second")
+        run.wait(lambda r: r.ended == ["first", "second"])
+    finally:
+        lanes.close()
+
+
+def test_sync_items_get_a_thread_each_up_to_the_size() -> None:
+    lock, all_in, release = threading.Lock(), threading.Event(), threading.Event()
+    running: list[str] = []
+    peak = 0
+
+    def block(item: str) -> bool:
+        nonlocal peak
+        with lock:
+            running.append(item)
+            peak = max(peak, len(running))
+            if len(running) == 4:
+                all_in.set()
+        assert release.wait(30)
+        with lock:
+            running.remove(item)
+        return True
+
+    lanes: Lanes[str] = Lanes(4, block, name="test-lanes")
+    try:
+        for n in range(6):
+            lanes.put(None, f"item {n}")
+        assert all_in.wait(30)  # four blocking items run at once
+    finally:
+        release.set()
+        lanes.close()
+    assert (lanes.threads, peak, lanes.backlog) == (4, 4, 0)
