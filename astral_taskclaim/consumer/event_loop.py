@@ -6,7 +6,7 @@ worker running messages side by side hands each async run to it with
 :func:`submit` and goes on: the run holds no thread while it awaits, and
 its message's consumer goes on on a worker thread when it ends
 (:data:`~astral_taskclaim.consumer.summary.Steps`). :func:`run_steps` and
-:func:`run_awaitable` block the calling thread instead (one message at a
+:func:`_run_awaitable` block the calling thread instead (one message at a
 time, ``consume_claimed()``). Either way every ``async def`` run of the
 process shares the loop: a run costs a hand-off between two threads, not
 a new loop and a thread per run (what ``async_to_sync`` does when called
@@ -42,7 +42,7 @@ from typing import Any, TypeVar, cast
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections, connections
 
-__all__ = ["event_loop_scope", "run_awaitable", "run_steps", "submit"]
+__all__ = ["event_loop_scope", "run_steps", "submit"]
 
 T = TypeVar("T")
 
@@ -87,14 +87,14 @@ async def _guarded(awaitable: Awaitable[object]) -> object:
         await sync_to_async(close_old_connections, thread_sensitive=True)()
 
 
-def run_awaitable(awaitable: Awaitable[object]) -> object:
+def _run_awaitable(awaitable: Awaitable[object]) -> object:
     """Awaits ``awaitable`` on the process's event loop; returns its result
     or raises what it raised. Not from the loop's own thread."""
     loop = _loop()
     if threading.current_thread() is _thread_of(loop):
         if inspect.iscoroutine(awaitable):
             awaitable.close()  # never to run: no "never awaited" warning
-        raise RuntimeError("run_awaitable() called from the event loop it runs on")
+        raise RuntimeError("_run_awaitable() called from the event loop it runs on")
     future = asyncio.run_coroutine_threadsafe(_guarded(awaitable), loop)
     try:
         return future.result()
@@ -125,7 +125,7 @@ def submit(
 
 def run_steps(steps: Generator[Awaitable[object], object, T]) -> T:
     """Runs ``steps`` to its end on this thread, awaiting each awaitable it
-    yields with :func:`run_awaitable` and sending back the result (or
+    yields with :func:`_run_awaitable` and sending back the result (or
     throwing in what it raised); returns what ``steps`` returns."""
     value: object = None
     error: BaseException | None = None
@@ -135,7 +135,7 @@ def run_steps(steps: Generator[Awaitable[object], object, T]) -> T:
         except StopIteration as stop:
             return cast(T, stop.value)
         try:
-            value, error = run_awaitable(awaitable), None
+            value, error = _run_awaitable(awaitable), None
         except BaseException as raised:
             value, error = None, raised
 

@@ -10,7 +10,7 @@ import pytest
 from django.db import connections
 
 from astral_taskclaim import claim_task, consume_claimed, signals
-from astral_taskclaim.consumer.event_loop import event_loop_scope, run_awaitable
+from astral_taskclaim.consumer.event_loop import _run_awaitable, event_loop_scope
 from astral_taskclaim.queues.messages import MessageBatch, ReceivedMessage
 from tests.testapp.models import Room
 
@@ -36,18 +36,18 @@ async def current_loop() -> asyncio.AbstractEventLoop:
 def test_every_run_shares_one_loop_until_the_last_scope_ends() -> None:
     with event_loop_scope():
         with event_loop_scope():
-            first = run_awaitable(current_loop())
-        assert run_awaitable(current_loop()) is first  # an inner scope's end keeps it
+            first = _run_awaitable(current_loop())
+        assert _run_awaitable(current_loop()) is first  # an inner scope's end keeps it
     assert first.is_closed()
-    assert run_awaitable(current_loop()) is not first  # started again on demand
+    assert _run_awaitable(current_loop()) is not first  # started again on demand
 
 
 def test_a_run_from_the_loop_itself_is_refused() -> None:
     async def nested() -> object:
-        return run_awaitable(current_loop())
+        return _run_awaitable(current_loop())
 
     with pytest.raises(RuntimeError, match="from the event loop"):
-        run_awaitable(nested())
+        _run_awaitable(nested())
 
 
 @pytest.mark.parametrize("error", [SystemExit(3), KeyboardInterrupt(), asyncio.CancelledError()])
@@ -78,7 +78,7 @@ def test_an_async_run_raising_a_base_exception_is_a_failed_attempt(error: BaseEx
     assert raised == [error]  # the run's own exception, as a sync run's would be
     assert result[0].retried == 1
     assert message.settlement == "retry"
-    assert run_awaitable(current_loop()).is_running()  # the loop survived it
+    assert _run_awaitable(current_loop()).is_running()  # the loop survived it
 
 
 def test_signals_come_in_the_order_of_a_sync_run() -> None:
