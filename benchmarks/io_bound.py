@@ -116,7 +116,7 @@ CASES = (
         "12.4",
         "db",
         None,
-        "2,000 one-row ORM writes, 2 processes, default concurrency",
+        "one-row ORM writes, 2 processes each, default concurrency",
         None,
         2.0,
         (
