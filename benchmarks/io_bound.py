@@ -1,6 +1,6 @@
-"""Row 12, tasks side by side in one worker process, against the peers at
-their maintainers' settings, in the same run
-(:mod:`benchmarks.io_peers` drives each run in a process of its own):
+"""Row 12, tasks side by side, against the peers at their maintainers'
+settings, in the same run (:mod:`benchmarks.io_peers` drives each run in a
+process of its own):
 
 - 12.1: 1,000 tasks that wait 20 ms (an HTTP call's stand-in), one worker
   process at concurrency 10: ``consume_claimed --concurrency 10`` against
@@ -15,6 +15,11 @@ their maintainers' settings, in the same run
   Target: ≥ 1.5x the best peer.
 - 12.3: ten task types on one queue (six waits, two ORM writes, two bits of
   CPU), one command each side, concurrency 10. Target: ≥ 1.2x the best peer.
+- 12.4: 2,000 short database-bound tasks (one ORM write each, a row
+  inserted), **two** worker processes per side started at once, each at its
+  default concurrency: ``consume_claimed`` (1), Celery's threads pool (the
+  number of cores), procrastinate (1), ``db_worker`` (one at a time).
+  Target: ≥ 2x the best peer. Peak RSS and CPU are the two workers' sum.
 
 Each run's time is its tasks' own (first start to last end, from the
 stamps they leave), so worker start-up is not counted; the variants of a
@@ -35,6 +40,8 @@ from . import common, io_peers, redis_server
 from .common import Context, Figure
 from .report import Row
 
+__all__ = ["CASES", "PACKAGES", "RSS_TARGET", "Case", "run"]
+
 OURS = io_peers.OURS
 #: The Python package each system needs (absent: the system is left out).
 PACKAGES = {"celery": "celery", "procrastinate": "procrastinate"}
@@ -43,9 +50,12 @@ PACKAGES["django-tasks-db"] = "django_tasks_db"
 
 @dataclass(frozen=True)
 class Case:
+    """One case of the row: its workload and the sides that run it."""
+
     number: str
     case: str
-    concurrency: int
+    #: Tasks side by side per worker process; ``None``: each side's default.
+    concurrency: int | None
     title: str
     #: Tasks per second when every task waits 20 ms, if that is the bound.
     limit: float | None
@@ -53,6 +63,10 @@ class Case:
     target: float
     #: (system, label) of every side, ours first.
     sides: tuple[tuple[str, str], ...]
+    #: Tasks per run at scale 1.
+    tasks: int = 1000
+    #: Worker processes per side, started at once.
+    processes: int = 1
 
 
 CASES = (
@@ -98,6 +112,22 @@ CASES = (
             ("django-tasks-db", "django-tasks-db db_worker (one at a time)"),
         ),
     ),
+    Case(
+        "12.4",
+        "db",
+        None,
+        "one-row ORM writes, 2 processes each, default concurrency",
+        None,
+        2.0,
+        (
+            (OURS, "consume_claimed x2 (default concurrency 1)"),
+            ("celery", "Celery threads x2 (default -c = cores, Redis)"),
+            ("procrastinate", "procrastinate x2 (default concurrency 1)"),
+            ("django-tasks-db", "django-tasks-db db_worker x2 (one at a time)"),
+        ),
+        tasks=2000,
+        processes=2,
+    ),
 )
 RSS_TARGET = 1.2
 
@@ -119,11 +149,12 @@ def _missing(system: str) -> str:
     return ""
 
 
-def run(ctx: Context, *, tasks: int = 1000, cases: tuple[Case, ...] = CASES) -> list[Row]:
+def run(ctx: Context, *, tasks: int | None = None, cases: tuple[Case, ...] = CASES) -> list[Row]:
+    """Every case of ``cases``, at ``tasks`` tasks a run if given (each
+    case's own count otherwise), times the scale."""
     from django.db import connections
 
     connections.close_all()  # the workers share our database
-    n = ctx.size(tasks, minimum=20)
     wanted = {side.split(":")[0] for case in cases for side, _ in case.sides}
     notes = {system: _missing(system) for system in sorted(wanted)}
     present = {system for system, why in notes.items() if not why}
@@ -137,6 +168,7 @@ def run(ctx: Context, *, tasks: int = 1000, cases: tuple[Case, ...] = CASES) -> 
         _call(OURS, urls[OURS], ["--setup"], redis_url)
         rows = []
         for case in cases:
+            n = ctx.size(tasks or case.tasks, minimum=20)
             sides = [(s, label) for s, label in case.sides if s.split(":")[0] in present]
             rate = {label: Figure("tasks/s") for _, label in sides}
             rss = {label: Figure("MiB") for _, label in sides}
@@ -146,7 +178,9 @@ def run(ctx: Context, *, tasks: int = 1000, cases: tuple[Case, ...] = CASES) -> 
                 for side, label in sides[shift:] + sides[:shift]:
                     system, _, flavour = side.partition(":")
                     args = ["--case", flavour or case.case, "--tasks", str(n)]
-                    args += ["--concurrency", str(case.concurrency)]
+                    args += ["--processes", str(case.processes)]
+                    if case.concurrency is not None:
+                        args += ["--concurrency", str(case.concurrency)]
                     result = _call(system, urls[system], args, redis_url)
                     rate[label].add(n / float(result["seconds"]))  # type: ignore[arg-type]
                     rss[label].add(int(result["peak_rss"]) / 2**20)  # type: ignore[call-overload]
@@ -204,6 +238,7 @@ def _row(
         details={
             "tasks": n,
             "concurrency": case.concurrency,
+            "processes": case.processes,
             "ratio_to_each_peer": ratios,
             "peak_rss_mib": {label: figure.as_dict() for label, figure in rss.items()},
             "rss_ratio_to_each_peer": {

@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -39,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import common
+from . import common, worker_procs
 from .systems import APP_NAME, SYSTEMS, WORKER_BATCH, System, pgqueuer_produce, pgqueuer_worker
 
 MODES = ("e2e", "enqueue", "drain")
@@ -121,7 +120,7 @@ def drive(
             _await_drained(watch, system.pending_sql(), procs)
             result["seconds"] = time.perf_counter() - start
     finally:
-        _stop(procs)
+        worker_procs.stop(procs, timeout=15)
     if rate:
         started: dict[str, float] = {}
         for path in stamps.glob("*.tsv"):
@@ -226,18 +225,6 @@ def _check_alive(procs: list[subprocess.Popen[bytes]]) -> None:
     for proc in procs:
         if proc.poll() is not None:
             raise RuntimeError(f"worker {proc.args!r} exited with {proc.returncode}")
-
-
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-    for proc in procs:
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -66,6 +66,7 @@ TASKCLAIM_QUEUES = {
     "io": {"BACKEND": _POSTGRES},
     "aio": {"BACKEND": _POSTGRES},
     "mixed": {"BACKEND": _POSTGRES},
+    "db": {"BACKEND": _POSTGRES},
 }
 
 # Row 12.3's ten task types share one queue, on purpose.

@@ -1,4 +1,5 @@
-"""The table row 12.3's ORM-writing tasks insert into.
+"""The table row 12's ORM-writing tasks insert into (12.3's two write
+types, and every task of 12.4).
 
 Unmanaged: the app has no migrations (row 12's driver creates the table in
 each system's database, :data:`CREATE`), so ``migrate`` leaves it alone.
@@ -16,7 +17,7 @@ CREATE = """CREATE TABLE IF NOT EXISTS bench_write (
 
 
 class Write(models.Model):
-    """One row per ORM-writing task run."""
+    """One row per ORM-writing task run (``kind``: the task type)."""
 
     key = models.TextField()
     kind = models.IntegerField()

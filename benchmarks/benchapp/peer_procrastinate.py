@@ -13,6 +13,8 @@ from procrastinate.contrib.django import app
 
 from . import work
 
+__all__ = ["MIXED", "aio_sleep", "db_write", "io_sleep", "noop"]
+
 
 @app.task(name="bench_noop", queue="bench")
 async def noop(k: str) -> None:
@@ -30,6 +32,13 @@ def io_sleep(k: str) -> None:
 async def aio_sleep(k: str) -> None:
     """20 ms of waiting on the worker's event loop."""
     await work.aio_wait(k)
+
+
+@app.task(name="bench_db_write", queue="db")
+def db_write(k: str) -> None:
+    """One ORM write, a row inserted (row 12.4): sync, as 12.3's writes
+    and Django's ORM are (its ``acreate`` runs the same call on a thread)."""
+    work.db_write(k)
 
 
 def _mixed(number: int) -> Any:

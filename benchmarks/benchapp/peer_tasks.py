@@ -14,6 +14,8 @@ from django.conf import settings
 
 from . import work
 
+__all__ = ["MIXED", "db_write", "io_sleep", "noop"]
+
 if settings.PEER == "django_tasks":
     from django_tasks import task
 else:  # astral-taskclaim's backend: Django's own framework where it has one
@@ -33,6 +35,12 @@ def noop(k: str) -> None:
 def io_sleep(k: str) -> None:
     """20 ms of blocking wait."""
     work.io_wait(k)
+
+
+@task()
+def db_write(k: str) -> None:
+    """One ORM write, a row inserted (row 12.4)."""
+    work.db_write(k)
 
 
 def _mixed(number: int) -> Any:

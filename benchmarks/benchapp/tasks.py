@@ -2,8 +2,9 @@
 
 ``noop`` does nothing: row 4 measures the machinery, not the work.
 ``io_sleep`` and ``aio_sleep`` wait 20 ms (an HTTP call's stand-in, sync
-and ``async def``) and the ten ``mixed_*`` tasks share one queue: row 12,
-whose work (:mod:`benchmarks.benchapp.work`) every system runs alike.
+and ``async def``), the ten ``mixed_*`` tasks share one queue and
+``db_write`` makes one ORM write: row 12, whose work
+(:mod:`benchmarks.benchapp.work`) every system runs alike.
 ``stamp`` writes ``key<TAB>time.time()`` when it starts, for row 5's
 enqueue-to-start latency (the file is per process, so no lock is needed).
 """
@@ -17,6 +18,17 @@ from typing import Any, TextIO
 from astral_taskclaim.tasks import claimed_task
 
 from . import work
+
+__all__ = [
+    "NOOP_QUEUE",
+    "STAMP_DIR",
+    "STAMP_QUEUE",
+    "aio_sleep",
+    "db_write",
+    "io_sleep",
+    "noop",
+    "stamp",
+]
 
 NOOP_QUEUE = "bench"
 STAMP_QUEUE = "latency"
@@ -53,6 +65,12 @@ def io_sleep(task: Any) -> None:
 async def aio_sleep(task: Any) -> None:
     """20 ms of waiting, the ``async def`` way."""
     await work.aio_wait(task["k"])
+
+
+@claimed_task(queue="db", max_retries=3, window_seconds=300)
+def db_write(task: Any) -> None:
+    """One ORM write, a row inserted (row 12.4)."""
+    work.db_write(task["k"])
 
 
 def _mixed(number: int) -> None:

@@ -142,9 +142,10 @@ def test_io_bound_row_runs_ours_on_every_case(ctx: common.Context) -> None:
     connection.close()
     ours_only = tuple(dataclasses.replace(case, sides=case.sides[:1]) for case in io_bound.CASES)
     rows = io_bound.run(ctx, tasks=20, cases=ours_only)
-    assert_rows(rows, ["12.1", "12.2", "12.3"])
+    assert_rows(rows, ["12.1", "12.2", "12.3", "12.4"])
     assert all(row.holds is None for row in rows)  # no peer, no verdict
     assert all(row.details["tasks"] == 20 for row in rows)
+    assert [row.details["processes"] for row in rows] == [1, 1, 1, 2]
 
 
 PEERS_HERE = (
@@ -160,11 +161,17 @@ PEERS_HERE = (
 def test_io_bound_row_runs_every_peer_in_the_same_run(ctx: common.Context) -> None:
     connection.close()
     rows = io_bound.run(ctx, tasks=20)
-    assert_rows(rows, ["12.1", "12.2", "12.3"])
+    assert_rows(rows, ["12.1", "12.2", "12.3", "12.4"])
     for row, case in zip(rows, io_bound.CASES, strict=True):
         assert set(row.figures) == {label for _, label in case.sides}
         assert row.holds in (True, False)
         assert set(row.details["ratio_to_each_peer"]) == {label for _, label in case.sides[1:]}
+    # 12.4: every side on two worker processes, at its default concurrency.
+    assert rows[3].details["processes"] == 2
+    assert rows[3].details["concurrency"] is None
+    assert set(rows[3].details["cpu_ms_per_task"]) == {
+        label for _, label in io_bound.CASES[3].sides
+    }
 
 
 @pytest.mark.skipif(not redis_server.available(), reason="redis-server is not installed")
