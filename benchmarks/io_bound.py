@@ -173,6 +173,7 @@ def run(ctx: Context, *, tasks: int | None = None, cases: tuple[Case, ...] = CAS
             rate = {label: Figure("tasks/s") for _, label in sides}
             rss = {label: Figure("MiB") for _, label in sides}
             cpu = {label: Figure("CPU ms/task") for _, label in sides}
+            threads: dict[str, int] = {}
             for index in range(ctx.runs):
                 shift = index % len(sides)
                 for side, label in sides[shift:] + sides[:shift]:
@@ -186,11 +187,15 @@ def run(ctx: Context, *, tasks: int | None = None, cases: tuple[Case, ...] = CAS
                     rss[label].add(int(result["peak_rss"]) / 2**20)  # type: ignore[call-overload]
                     if result.get("cpu_ms_per_task") is not None:
                         cpu[label].add(float(result["cpu_ms_per_task"]))  # type: ignore[arg-type]
+                    most = int(result.get("peak_threads", 0))  # type: ignore[call-overload]
+                    threads[label] = max(threads.get(label, 0), most)
             absent = [why for system, why in notes.items() if why]
             rows.append(_row(case, sides, rate, rss, n, absent))
             rows[-1].details["cpu_ms_per_task"] = {
                 label: figure.median for label, figure in cpu.items() if figure.samples
             }
+            # The most threads one worker process had, over the runs.
+            rows[-1].details["peak_threads"] = threads
     return rows
 
 

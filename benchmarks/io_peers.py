@@ -215,6 +215,7 @@ def drive(
         "runs": len(lines),
         "peak_rss": sum(usage.peak for usage in usages),
         "peak_rss_each": [usage.peak for usage in usages],
+        "peak_threads": max(usage.threads for usage in usages),
         # The workers' CPU per task while the tasks ran (start-up left out).
         "cpu_ms_per_task": sum(cpu) * 1000 / tasks if cpu else None,
     }

@@ -20,17 +20,23 @@ from pathlib import Path
 __all__ = ["Usage", "cpu_seconds", "peak_rss", "stop"]
 
 
-def peak_rss(pid: int) -> int:
-    """The peak resident set of process ``pid`` so far, in bytes (0 when
-    it is gone)."""
+def _status(pid: int, field: str) -> int:
+    """The number of ``field`` in process ``pid``'s ``/proc`` status (0
+    when it is gone)."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return 0
     for line in status.splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
     return 0
+
+
+def peak_rss(pid: int) -> int:
+    """The peak resident set of process ``pid`` so far, in bytes (0 when
+    it is gone)."""
+    return _status(pid, "VmHWM") * 1024
 
 
 def cpu_seconds(pid: int) -> float | None:
@@ -46,10 +52,12 @@ def cpu_seconds(pid: int) -> float | None:
 
 @dataclass
 class Usage:
-    """One worker process's peak RSS and CPU time, read at every poll."""
+    """One worker process's peak RSS, threads and CPU time, read at every poll."""
 
     pid: int
     peak: int = 0
+    #: The most threads the process had at one poll.
+    threads: int = 0
     #: CPU time at the first poll that saw a task done, and at the last.
     first_cpu: float | None = None
     last_cpu: float | None = None
@@ -57,6 +65,7 @@ class Usage:
     def read(self, *, tasks_done: bool) -> None:
         """One poll; the CPU time counts from the first with ``tasks_done``."""
         self.peak = max(self.peak, peak_rss(self.pid))
+        self.threads = max(self.threads, _status(self.pid, "Threads"))
         now = cpu_seconds(self.pid) if tasks_done else None
         if now is not None:
             self.first_cpu = now if self.first_cpu is None else self.first_cpu
