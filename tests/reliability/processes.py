@@ -42,6 +42,8 @@ class Fleet:
     delay_scale: float = 0.01
     max_retries: int = 3
     visibility_timeout: float = 2.0
+    #: The worker processes run the task as an ``async def`` one.
+    asynchronous: bool = False
     group: WorkerGroup = field(init=False)
 
     def __post_init__(self) -> None:
@@ -81,6 +83,8 @@ class Fleet:
             "TASKCLAIM_RELIABILITY_DELAY_SCALE": str(self.delay_scale),
             "TASKCLAIM_RELIABILITY_MAX_RETRIES": str(self.max_retries),
         }
+        if self.asynchronous:
+            env["TASKCLAIM_RELIABILITY_ASYNC"] = "1"
         return self.group.start(
             "reliability", *args, env=env, events_variable="TASKCLAIM_RELIABILITY_EVENTS"
         )

@@ -44,13 +44,18 @@ def make_tasks(rng: random.Random) -> list[dict[str, object]]:
 
 
 @pytest.mark.parametrize(
-    "worker_args",
-    [("--batch-size", "4"), ("--concurrency", "4", "--batch-size", "8")],
-    ids=["one at a time", "4 side by side"],
+    ("worker_args", "asynchronous"),
+    [
+        (("--batch-size", "4"), False),
+        (("--concurrency", "4", "--batch-size", "8"), False),
+        (("--concurrency", "4", "--batch-size", "8"), True),
+    ],
+    ids=["one at a time", "4 side by side", "4 async side by side"],
 )
 def test_sigkilled_workers_lose_nothing_and_leave_claims_as_the_typescript_package_says(
-    fleet: Fleet, worker_args: tuple[str, ...]
+    fleet: Fleet, worker_args: tuple[str, ...], asynchronous: bool
 ) -> None:
+    fleet.asynchronous = asynchronous
     seed = random.randrange(2**32)
     rng = random.Random(seed)
     tasks = make_tasks(rng)
@@ -94,7 +99,11 @@ def test_sigkilled_workers_lose_nothing_and_leave_claims_as_the_typescript_packa
     total_runs = sum(len(outcomes) for outcomes in found.values())
     duplicates = sum(max(0, outcomes.count("ok") - 1) for outcomes in found.values())
     record_figures(
-        "crashes" if worker_args[0] == "--batch-size" else "crashes_side_by_side",
+        "crashes"
+        if worker_args[0] == "--batch-size"
+        else "crashes_async_side_by_side"
+        if asynchronous
+        else "crashes_side_by_side",
         tasks=len(tasks),
         workers_started=len(fleet.workers),
         kills=kills,

@@ -9,15 +9,18 @@ run, ``fail_always`` always fails; ``sleep_ms`` keeps the run busy after
 recording it, so a kill can land inside the run too. The poison modes
 (:data:`POISON_MODES`) end the run as a misbehaving task does: ``exit``
 calls ``sys.exit(3)``, ``interrupt`` raises ``KeyboardInterrupt``,
-``os_exit`` ends the worker process with ``os._exit(137)``.
+``os_exit`` ends the worker process with ``os._exit(137)``. With
+``TASKCLAIM_RELIABILITY_ASYNC`` set, the task is an ``async def`` one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.db import connection
 
 from astral_taskclaim.tasks import claimed_task
@@ -34,12 +37,8 @@ class PlannedFailure(Exception):
     """The failure a ``fail_first`` or ``fail_always`` task was told to raise."""
 
 
-@claimed_task(
-    queue="reliability",
-    max_retries=int(os.environ.get("TASKCLAIM_RELIABILITY_MAX_RETRIES", "3")),
-)
-def reliability_task(task: dict[str, Any]) -> None:
-    """Records this run, then fails or not as the task's mode says."""
+def _record(task: dict[str, Any]) -> bool:
+    """Records this run; whether it is to fail."""
     mode = task.get("mode", "ok")
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM reliability_run WHERE task_id = %s", [task["id"]])
@@ -56,8 +55,12 @@ def reliability_task(task: dict[str, Any]) -> None:
                SELECT pg_notify(%s, pid::text) FROM run""",
             [task["id"], "fail" if fail else "ok", os.getpid(), CHANNEL],
         )
-        if task.get("sleep_ms"):
-            cursor.execute("SELECT pg_sleep(%s)", [task["sleep_ms"] / 1000])
+    return fail
+
+
+def _end(task: dict[str, Any], fail: bool) -> None:
+    """Ends the run as its mode says."""
+    mode = task.get("mode", "ok")
     if mode == "exit":
         sys.exit(3)
     if mode == "interrupt":
@@ -66,6 +69,31 @@ def reliability_task(task: dict[str, Any]) -> None:
         os._exit(KILLED_STATUS)
     if fail:
         raise PlannedFailure(f"task {task['id']} ({mode}) fails as planned")
+
+
+def reliability_task(task: dict[str, Any]) -> None:
+    """Records this run, then fails or not as the task's mode says."""
+    fail = _record(task)
+    if task.get("sleep_ms"):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_sleep(%s)", [task["sleep_ms"] / 1000])
+    _end(task, fail)
+
+
+async def async_reliability_task(task: dict[str, Any]) -> None:
+    """:func:`reliability_task` as an ``async def`` task: it sleeps on the
+    event loop, where a kill can land while it holds no thread."""
+    fail = await sync_to_async(_record)(task)
+    if task.get("sleep_ms"):
+        await asyncio.sleep(task["sleep_ms"] / 1000)
+    _end(task, fail)
+
+
+claimed_task(
+    queue="reliability",
+    max_retries=int(os.environ.get("TASKCLAIM_RELIABILITY_MAX_RETRIES", "3")),
+    name="tests.reliability.workerapp.tasks.reliability_task",
+)(async_reliability_task if os.environ.get("TASKCLAIM_RELIABILITY_ASYNC") else reliability_task)
 
 
 if os.environ.get("TASKCLAIM_RELIABILITY_SCHEDULES"):
