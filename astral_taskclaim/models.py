@@ -19,7 +19,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from astral_taskclaim.db.sql_owned import SqlOwnedModel
+from astral_taskclaim.db.sql_owned import SqlOwnedModel, error_objects
 from astral_taskclaim.fields import LoadableDateTimeField
 from astral_taskclaim.queues.outbox_models import OutboxRow, OutboxRowQuerySet
 from astral_taskclaim.queues.postgres.models import QueueMessage, QueueMessageQuerySet
@@ -116,7 +116,5 @@ class ClaimedRun(SqlOwnedModel):
 
     @property
     def error_entries(self) -> list[dict[str, Any]]:
-        """The stored errors that are objects, in order (whatever else a
-        row holds is left out)."""
-        errors = self.errors if isinstance(self.errors, list) else []
-        return [error for error in errors if isinstance(error, dict)]
+        """The stored errors that are objects, in order."""
+        return error_objects(self.errors)

@@ -28,7 +28,7 @@ from typing import Any
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-__all__ = ["SqlOwnedMessage", "SqlOwnedModel"]
+__all__ = ["SqlOwnedMessage", "SqlOwnedModel", "error_objects"]
 
 
 class SqlOwnedModel(models.Model):
@@ -60,3 +60,12 @@ class SqlOwnedMessage(SqlOwnedModel):
     def payload(self) -> Any:
         """The body decoded from JSON."""
         return json.loads(self.body)
+
+
+def error_objects(errors: object) -> list[dict[str, Any]]:
+    """The objects of a stored ``errors`` JSON list, in order: what else a
+    row holds (a list of strings, a number, ``null``) is left out, so an
+    odd row cannot break the admin's pages."""
+    if not isinstance(errors, list):
+        return []
+    return [error for error in errors if isinstance(error, dict)]

@@ -8,7 +8,7 @@ from typing import Any
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from astral_taskclaim.db.sql_owned import SqlOwnedModel
+from astral_taskclaim.db.sql_owned import SqlOwnedModel, error_objects
 from astral_taskclaim.fields import LoadableDateTimeField
 
 __all__ = ["RunCancelled", "StoredTaskResult"]
@@ -76,10 +76,8 @@ class StoredTaskResult(SqlOwnedModel):
 
     @property
     def error_entries(self) -> list[dict[str, Any]]:
-        """The stored errors that are objects, in order (whatever else a
-        row holds is left out)."""
-        errors = self.errors if isinstance(self.errors, list) else []
-        return [error for error in errors if isinstance(error, dict)]
+        """The stored errors that are objects, in order."""
+        return error_objects(self.errors)
 
     @property
     def last_error(self) -> dict[str, Any] | None:
