@@ -97,10 +97,10 @@ class Lanes(Generic[T]):
         """Runs a suspended ``item`` again, before any item not started."""
         with self._work:
             self._resumed.append((key, item))
-            # No new thread for it: the threads at work take it next.
-            if self._idle:
-                self._idle -= 1
-                self._work.notify()
+            # A thread for it even when every thread runs a sync task: a
+            # resumed item is in progress, so fewer than ``size`` threads
+            # are busy, and it must not wait for a long task to end.
+            self._wake()
 
     def wait_for_room(self, backlog: int, stop: Callable[[], bool]) -> None:
         """Returns once at most ``backlog`` items wait, or ``stop()`` is true."""

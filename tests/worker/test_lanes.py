@@ -55,7 +55,6 @@ def test_suspended_items_hold_no_thread(run: Suspending) -> None:
         run.wait(lambda r: len(r.ended) == 5)
     finally:
         lanes.close()
-    assert lanes.threads == 1
 
 
 def test_suspended_items_count_against_the_size(run: Suspending) -> None:
@@ -116,3 +115,35 @@ def test_sync_items_get_a_thread_each_up_to_the_size() -> None:
         release.set()
         lanes.close()
     assert (lanes.threads, peak, lanes.backlog) == (4, 4, 0)
+
+
+def test_a_resumed_item_gets_a_thread_while_the_others_run_long_tasks() -> None:
+    release, resumed, lock = threading.Event(), threading.Event(), threading.Lock()
+    suspended: list[str] = []
+    running: list[str] = []
+
+    def run(item: str) -> bool:
+        if item == "async":
+            if suspended:
+                resumed.set()
+                return True
+            suspended.append(item)
+            return False
+        with lock:
+            running.append(item)
+        assert release.wait(60)  # a long sync task
+        return True
+
+    lanes: Lanes[str] = Lanes(3, run, name="test-lanes")
+    try:
+        lanes.put(None, "async")
+        wait_for(lambda: suspended and lanes.idle == 1, "the async item to suspend", timeout=30)
+        for n in (1, 2):  # one at a time: the two threads busy, none idle
+            lanes.put(None, f"sync {n}")
+            wait_for(lambda n=n: len(running) == n, f"sync {n} to run", timeout=30)
+        assert (lanes.threads, lanes.idle) == (2, 0)
+        lanes.resume(None, "async")
+        assert resumed.wait(10)  # not behind the sync tasks
+    finally:
+        release.set()
+        lanes.close()
