@@ -17,6 +17,11 @@ way its maintainers recommend.
 - **astral-taskclaim-tasks**: the same ``@task`` code on this app's
   ``ClaimTaskBackend`` (results stored, as django-tasks-db stores them),
   workers ``manage.py consume_claimed djtasks``.
+- **tasks-floor**: row 10.1's floor, no system: the statement
+  ``ClaimTaskBackend.enqueue`` sends (claim, message and result row in
+  one), with the parameters it sends, by raw psycopg 3, prepared, on one
+  autocommit connection per producer thread; only its token changes from
+  call to call.
 
 Every system runs in its own database on the same server.
 """
@@ -27,6 +32,7 @@ import asyncio
 import os
 import sys
 import threading
+import uuid
 from typing import Any
 
 from . import common
@@ -38,7 +44,10 @@ SYSTEMS = (
     "procrastinate",
     "django-tasks-db",
     "astral-taskclaim-tasks",
+    "tasks-floor",
 )
+#: Row 10.1's floor (see the module doc).
+FLOOR = "tasks-floor"
 PGQUEUER = {"pgqueuer", "pgqueuer-psycopg"}
 #: Systems with a dedup feature (pgqueuer ``dedupe_key``, procrastinate
 #: ``queueing_lock``); astral-taskclaim always claims.
@@ -54,12 +63,14 @@ DATABASES = {
     "procrastinate": f"{common.DB_PREFIX}_procrastinate",
     "django-tasks-db": f"{common.DB_PREFIX}_django_tasks",
     "astral-taskclaim-tasks": f"{common.DB_PREFIX}_taskclaim_tasks",
+    FLOOR: f"{common.DB_PREFIX}_tasks_floor",
 }
 DJANGO_PEER = {
     "astral-taskclaim": "",
     "procrastinate": "procrastinate",
     "django-tasks-db": "django_tasks",
     "astral-taskclaim-tasks": "taskclaim_tasks",
+    FLOOR: "taskclaim_tasks",
 }
 APP_NAME = "taskclaim-bench-worker"
 #: Messages a worker takes per fetch, the same for every system that
@@ -113,6 +124,8 @@ class System:
             self._pgq = queries
         else:
             common.setup_django(self.url, peer=DJANGO_PEER[self.name])
+            if self.name == FLOOR:
+                self._floor = _floor_statement()
 
     def clear(self) -> None:
         tables = {
@@ -122,6 +135,7 @@ class System:
             "procrastinate": "procrastinate_jobs CASCADE",
             "django-tasks-db": "django_tasks_database_dbtaskresult",
             "astral-taskclaim-tasks": "taskclaim.message, taskclaim.claim, taskclaim.task_result",
+            FLOOR: "taskclaim.message, taskclaim.claim, taskclaim.task_result",
         }[self.name]
         with common.connect(self.url) as conn:
             conn.execute(f"TRUNCATE {tables}")
@@ -147,6 +161,17 @@ class System:
                 noop.configure(queueing_lock=key).defer(k=key)
             else:
                 noop.defer(k=key)
+        elif self.name == FLOOR:
+            statement, template = self._floor
+            token = str(uuid.uuid4())
+            params = {
+                name: value.replace(template["token"], token) if isinstance(value, str) else value
+                for name, value in template.items()
+            }
+            local = self._local
+            if not hasattr(local, "conn"):
+                local.conn = common.connect(self.url)
+            local.conn.execute(statement, params, prepare=True)
         else:  # the Django Tasks backends
             from benchmarks.benchapp.peer_tasks import noop as task
 
@@ -181,6 +206,7 @@ class System:
             "django-tasks-db": "SELECT count(*) FROM django_tasks_database_dbtaskresult "
             "WHERE status IN ('READY', 'RUNNING')",
             "astral-taskclaim-tasks": "SELECT count(*) FROM taskclaim.message",
+            FLOOR: "SELECT count(*) FROM taskclaim.message",
         }[self.name]
 
     def worker_command(
@@ -208,6 +234,19 @@ class System:
         env["DJANGO_SETTINGS_MODULE"] = "benchmarks.settings"
         env["PYTHONPATH"] = str(common.ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         return env
+
+
+def _floor_statement() -> tuple[str, dict[str, Any]]:
+    """The Django Task enqueue's statement and one no-op run's parameters,
+    as ``ClaimTaskBackend.enqueue`` makes them (Django is set up)."""
+    from astral_taskclaim.db import sqlfiles
+    from astral_taskclaim.queues import queues
+    from astral_taskclaim.tasks_backend.compat import task_backends
+    from benchmarks.benchapp.peer_tasks import noop
+
+    request = task_backends["default"]._run_request(noop, [], {"k": "floor"})
+    params = request.in_database_params(queues[request.queue])
+    return sqlfiles.read("tasks/enqueue.sql"), params
 
 
 def pgqueuer_batch(keys: list[str], *, dedup: bool) -> dict[str, Any]:

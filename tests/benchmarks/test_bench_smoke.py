@@ -27,6 +27,7 @@ from benchmarks import (
     redis_server,
     report,
     round_trips,
+    systems,
 )
 
 POSTGRES = "astral_taskclaim.queues.postgres.PostgresQueue"
@@ -131,6 +132,21 @@ def test_end_to_end_driver_modes_run_every_task(ctx: common.Context, mode: str, 
         cursor.execute("SELECT count(*) FROM taskclaim.message")
         left = cursor.fetchone()[0]
     assert left == 0  # enqueue-only runs clear their queue; the others drain it
+
+
+def test_the_django_tasks_enqueue_floor_sends_the_backends_statement(ctx: common.Context) -> None:
+    connection.close()
+    url = common.recreate_database(ctx.server_url, systems.DATABASES[systems.FLOOR])
+    try:
+        end_to_end._call(url, [systems.FLOOR, "--setup"])
+        result = end_to_end.drive(
+            url, systems.FLOOR, tasks=20, dedup=False, tag="floor", mode="enqueue"
+        )
+        assert (result["tasks"], result["mode"]) == (20, "enqueue")
+        assert float(result["seconds"]) > 0
+    finally:
+        with common.connect(common.with_database(ctx.server_url, "postgres")) as conn:
+            conn.execute(f"DROP DATABASE {systems.DATABASES[systems.FLOOR]} WITH (FORCE)")
 
 
 def test_history_row_drains_with_the_history_on_and_off(ctx: common.Context) -> None:
