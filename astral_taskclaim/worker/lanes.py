@@ -124,8 +124,9 @@ class Lanes(Generic[T]):
             return taken
 
     def close(self) -> None:
-        """Lets the items in progress end, then stops the threads (items
-        not started are dropped: take them first)."""
+        """Lets the items in progress end, and any not started run, then
+        stops the threads (:meth:`take_unstarted` first to keep them from
+        running)."""
         with self._work:
             self._closing = True
             self._idle = 0
