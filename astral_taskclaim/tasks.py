@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypedDict, TypeVar, Unpack, overload
 
 from django.core.exceptions import ImproperlyConfigured
@@ -227,16 +227,21 @@ class TaskRegistry:
             task.registry = self
         return task
 
-    def set_runners(self, runners: Mapping[str, QueueConsumer]) -> None:
-        """Makes ``runners`` (queue alias → runner) the queues' runners,
-        replacing those set before. ``ImproperlyConfigured``, changing
-        nothing, for a queue that claimed tasks use."""
+    def set_runners(self, runners: Iterable[tuple[str, QueueConsumer]]) -> None:
+        """Makes ``runners`` ((queue alias, runner) pairs) the queues'
+        runners, replacing those set before. ``ImproperlyConfigured``,
+        changing nothing, for a queue given twice or one that claimed tasks
+        use."""
+        chosen: dict[str, QueueConsumer] = {}
         with self._lock:
-            for queue, runner in sorted(runners.items()):
+            for queue, runner in runners:
+                other = chosen.setdefault(queue, runner)
+                if other is not runner:
+                    raise _shared_with_runner(queue, runner, other.name)
                 tasks = list(self._tasks.get(queue, {}).values())
                 if tasks:
                     raise _shared_with_runner(queue, runner, tasks[0].name)
-            self._runners = dict(runners)
+            self._runners = chosen
 
     def unregister(self, queue: str, name: str | None = None) -> None:
         """Removes the task ``name`` of ``queue`` (every one when ``None``)."""

@@ -107,7 +107,7 @@ class _Runner:
 
 def test_a_runner_has_its_queue_to_itself(tasks: TaskRegistry) -> None:
     runner = _Runner()
-    tasks.set_runners({"r": runner})
+    tasks.set_runners([("r", runner)])
     assert tasks.get("r") is runner
     assert tasks.queues() == {"r"}
     assert list(tasks) == []  # iterating gives the claimed tasks only
@@ -118,14 +118,21 @@ def test_a_runner_has_its_queue_to_itself(tasks: TaskRegistry) -> None:
 
 
 def test_runners_are_refused_on_a_claimed_tasks_queue(tasks: TaskRegistry) -> None:
-    tasks.set_runners({"r": _Runner()})
+    tasks.set_runners([("r", _Runner())])
     tasks.task(queue="q", name="first")(print)
     with pytest.raises(ImproperlyConfigured, match="queue 'q': runner cannot share its queue"):
-        tasks.set_runners({"q": _Runner()})
+        tasks.set_runners([("q", _Runner())])
     # Nothing changed: the earlier runners stay, the task keeps its queue.
     assert tasks.queues() == {"q", "r"}
-    tasks.set_runners({})
+    tasks.set_runners([])
     assert tasks.queues() == {"q"}
+
+
+def test_two_runners_on_one_queue_are_refused(tasks: TaskRegistry) -> None:
+    first, second = _Runner(), _Runner()
+    with pytest.raises(ImproperlyConfigured, match="queue 'r': runner cannot share its queue"):
+        tasks.set_runners([("r", first), ("r", second)])
+    assert tasks.queues() == set()  # nothing set
 
 
 def test_an_unknown_queue_lists_the_registered_tasks(tasks: TaskRegistry) -> None:

@@ -51,7 +51,7 @@ def register_runners(*, setting: str | None = None, **kwargs: Any) -> None:
     except ImportError:  # neither Django 6 nor django-tasks: no backend of ours
         return
     configured = getattr(settings, "TASKS", None)
-    runners: dict[str, TaskRunner] = {}
+    runners: list[tuple[str, TaskRunner]] = []
     for alias, config in configured.items() if isinstance(configured, dict) else ():
         path = config.get("BACKEND") if isinstance(config, dict) else None
         try:
@@ -65,12 +65,8 @@ def register_runners(*, setting: str | None = None, **kwargs: Any) -> None:
             read = BackendOptions.read(options if isinstance(options, dict) else {})
         except ImproperlyConfigured:
             continue  # a malformed TASKCLAIM_QUEUES: check E006 reports it
-        for queue in read.carrying:
-            runner = TaskRunner(backend_alias=alias, queue=queue, max_retries=read.max_retries)
-            other = runners.setdefault(queue, runner)
-            if other is not runner:
-                raise ImproperlyConfigured(
-                    f"queue {queue!r}: {runner.name} cannot share its queue, and "
-                    f"{other.name} is on it too; give each its own queue"
-                )
+        runners += [
+            (queue, TaskRunner(backend_alias=alias, queue=queue, max_retries=read.max_retries))
+            for queue in read.carrying
+        ]
     registry.set_runners(runners)
