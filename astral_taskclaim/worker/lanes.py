@@ -192,13 +192,14 @@ class Lanes(Generic[T]):
     def _done(self, key: str | None) -> None:
         with self._work:
             self._in_progress -= 1
-            waiting = self._blocked.get(key) if key is not None else None
-            if waiting:
-                self._ready.append((key, waiting.popleft()))
-                self._blocked_count -= 1
-                if not waiting:
-                    del self._blocked[key]  # type: ignore[arg-type]
-            elif key is not None:
-                self._busy.discard(key)
+            if key is not None:
+                waiting = self._blocked.get(key)
+                if waiting:
+                    self._ready.append((key, waiting.popleft()))
+                    self._blocked_count -= 1
+                    if not waiting:
+                        del self._blocked[key]
+                else:
+                    self._busy.discard(key)
             if self._ready and self._idle:
                 self._wake()  # the thread that ends here takes one; another may take the next

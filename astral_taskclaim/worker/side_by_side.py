@@ -284,7 +284,6 @@ class SideBySide:
         finally:
             close_old_connections()
             if done:
-                item.steps = None
                 self._done(item.batch, summary, lost=False, count=1)
         return done
 

@@ -4,6 +4,8 @@ started as items need them, and a suspended item holding no thread."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -41,9 +43,18 @@ def run() -> Suspending:
     return Suspending()
 
 
-def test_suspended_items_hold_no_thread(run: Suspending) -> None:
-    lanes: Lanes[str] = Lanes(5, run, name="test-lanes")
+@contextmanager
+def started(size: int, run: Callable[[str], bool]) -> Iterator[Lanes[str]]:
+    """Lanes of ``size`` running ``run``, closed at the end of the block."""
+    lanes: Lanes[str] = Lanes(size, run, name="test-lanes")
     try:
+        yield lanes
+    finally:
+        lanes.close()
+
+
+def test_suspended_items_hold_no_thread(run: Suspending) -> None:
+    with started(5, run) as lanes:
         for n in range(5):
             lanes.put(f"k{n}", f"item {n}")
             run.wait(lambda r, n=n: len(r.suspended) == n + 1)
@@ -53,13 +64,10 @@ def test_suspended_items_hold_no_thread(run: Suspending) -> None:
         for item in run.suspended:
             lanes.resume(f"k{item[-1]}", item)
         run.wait(lambda r: len(r.ended) == 5)
-    finally:
-        lanes.close()
 
 
 def test_suspended_items_count_against_the_size(run: Suspending) -> None:
-    lanes: Lanes[str] = Lanes(2, run, name="test-lanes")
-    try:
+    with started(2, run) as lanes:
         for n in range(3):
             lanes.put(None, f"item {n}")
         run.wait(lambda r: len(r.suspended) == 2)
@@ -70,13 +78,10 @@ def test_suspended_items_count_against_the_size(run: Suspending) -> None:
         for item in run.suspended[1:]:
             lanes.resume(None, item)
         run.wait(lambda r: len(r.ended) == 3)
-    finally:
-        lanes.close()
 
 
 def test_a_key_stays_busy_while_its_item_is_suspended(run: Suspending) -> None:
-    lanes: Lanes[str] = Lanes(4, run, name="test-lanes")
-    try:
+    with started(4, run) as lanes:
         lanes.put("same", "first")
         lanes.put("same", "second")
         run.wait(lambda r: r.suspended == ["first"])
@@ -85,8 +90,6 @@ def test_a_key_stays_busy_while_its_item_is_suspended(run: Suspending) -> None:
         run.wait(lambda r: r.suspended == ["first", "second"])
         lanes.resume("same", "second")
         run.wait(lambda r: r.ended == ["first", "second"])
-    finally:
-        lanes.close()
 
 
 def test_sync_items_get_a_thread_each_up_to_the_size() -> None:
@@ -106,14 +109,13 @@ def test_sync_items_get_a_thread_each_up_to_the_size() -> None:
             running.remove(item)
         return True
 
-    lanes: Lanes[str] = Lanes(4, block, name="test-lanes")
-    try:
-        for n in range(6):
-            lanes.put(None, f"item {n}")
-        assert all_in.wait(30)  # four blocking items run at once
-    finally:
-        release.set()
-        lanes.close()
+    with started(4, block) as lanes:
+        try:
+            for n in range(6):
+                lanes.put(None, f"item {n}")
+            assert all_in.wait(30)  # four blocking items run at once
+        finally:
+            release.set()
     assert (lanes.threads, peak, lanes.backlog) == (4, 4, 0)
 
 
@@ -134,16 +136,15 @@ def test_a_resumed_item_gets_a_thread_while_the_others_run_long_tasks() -> None:
         assert release.wait(60)  # a long sync task
         return True
 
-    lanes: Lanes[str] = Lanes(3, run, name="test-lanes")
-    try:
-        lanes.put(None, "async")
-        wait_for(lambda: suspended and lanes.idle == 1, "the async item to suspend", timeout=30)
-        for n in (1, 2):  # one at a time: the two threads busy, none idle
-            lanes.put(None, f"sync {n}")
-            wait_for(lambda n=n: len(running) == n, f"sync {n} to run", timeout=30)
-        assert (lanes.threads, lanes.idle) == (2, 0)
-        lanes.resume(None, "async")
-        assert resumed.wait(10)  # not behind the sync tasks
-    finally:
-        release.set()
-        lanes.close()
+    with started(3, run) as lanes:
+        try:
+            lanes.put(None, "async")
+            wait_for(lambda: suspended and lanes.idle == 1, "the async item to suspend", timeout=30)
+            for n in (1, 2):  # one at a time: the two threads busy, none idle
+                lanes.put(None, f"sync {n}")
+                wait_for(lambda n=n: len(running) == n, f"sync {n} to run", timeout=30)
+            assert (lanes.threads, lanes.idle) == (2, 0)
+            lanes.resume(None, "async")
+            assert resumed.wait(10)  # not behind the sync tasks
+        finally:
+            release.set()
