@@ -22,6 +22,8 @@ from __future__ import annotations
 import signal
 import threading
 
+from astral_taskclaim.core.logtext import printable
+
 __all__ = ["DeliveriesExhausted", "TaskNotFound", "describe_error", "is_task_failure"]
 
 #: Longest error text kept with a queued message.
@@ -60,6 +62,16 @@ def is_task_failure(error: BaseException) -> bool:
 
 
 def describe_error(error: BaseException) -> str:
-    """``ExceptionClass: message``, cut to ``_MAX_ERROR_CHARS`` (2000)."""
-    text = f"{type(error).__qualname__}: {error}" if str(error) else type(error).__qualname__
+    """``ExceptionClass: message``, cut to ``_MAX_ERROR_CHARS`` (2000), for
+    a message's ``last_error`` and the log. Total: an exception whose
+    ``__str__`` raises (even ``SystemExit``) is described by its class, and
+    characters PostgreSQL text cannot hold (NUL, lone surrogates) or a log
+    line should not (controls) are written as escapes, so one odd exception
+    can neither end the worker nor fail its batch's settlement."""
+    kind = type(error).__qualname__
+    try:
+        message = str(error)
+    except BaseException:  # any failure of the task's own __str__, SystemExit too
+        message = "<message not printable>"
+    text = f"{kind}: {printable(message)}" if message else kind
     return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 1] + "…"

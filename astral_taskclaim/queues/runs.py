@@ -139,7 +139,7 @@ def failure(
         try:
             entry["message"] = str(error)
             entry["traceback"] = "".join(traceback.format_exception(error))
-        except Exception:  # an exception whose __str__ raises
+        except BaseException:  # an exception whose __str__ raises, even SystemExit
             entry["message"] = f"<{kind.__qualname__}: message not printable>"
     entry["message"] = _cut(_storable(entry["message"]), MAX_MESSAGE_CHARS)
     entry["traceback"] = _cut(_storable(entry["traceback"]), _MAX_TRACEBACK_CHARS)

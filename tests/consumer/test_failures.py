@@ -8,14 +8,24 @@ import logging
 import signal
 import sys
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from django.db import connection
 
 from astral_taskclaim import claim_task, consume_claimed, signals
-from astral_taskclaim.consumer.failures import DeliveriesExhausted, is_task_failure
+from astral_taskclaim.claims.claim import enqueue_claimed
+from astral_taskclaim.consumer.failures import (
+    DeliveriesExhausted,
+    describe_error,
+    is_task_failure,
+)
 from astral_taskclaim.queues.messages import MessageBatch, ReceivedMessage
+from astral_taskclaim.queues.postgres import PostgresQueue
+from astral_taskclaim.tasks import TaskRegistry
+from astral_taskclaim.worker.loop import Worker
 from tests.claimkit import claims
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
@@ -134,3 +144,75 @@ def test_past_its_attempts_an_unsettled_message_is_given_up_without_running(
     assert abandoned.levelno == logging.ERROR
     assert "delivered 3 times" in abandoned.getMessage()
     assert [type(error) for error in gave_up] == [DeliveriesExhausted]
+
+
+class _UnprintableError(Exception):
+    def __init__(self, raises: BaseException) -> None:
+        super().__init__()
+        self.raises = raises
+
+    def __str__(self) -> str:
+        raise self.raises
+
+
+@pytest.mark.parametrize(
+    ("error", "described"),
+    [
+        (
+            RuntimeError("bad \ud800 and \x00 text\nnext"),
+            "RuntimeError: bad \\ud800 and \\x00 text\\nnext",
+        ),
+        (_UnprintableError(ValueError("no")), "_UnprintableError: <message not printable>"),
+        (_UnprintableError(SystemExit(9)), "_UnprintableError: <message not printable>"),
+        (ValueError(), "ValueError"),
+    ],
+)
+def test_an_odd_exception_is_described_in_text_postgresql_and_a_log_line_hold(
+    error: BaseException, described: str
+) -> None:
+    text = describe_error(error)
+
+    assert text == described
+    text.encode("utf-8")  # no lone surrogate left
+
+
+def test_a_task_raising_odd_text_is_retried_and_its_batch_settles(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A NUL or a lone surrogate in last_error failed the whole batch's settle
+    # statement; a __str__ raising SystemExit ended the worker.
+    queue = PostgresQueue("jobs", options={"queue_name": f"odd-{uuid.uuid4().hex}"})
+    errors: dict[int, BaseException] = {
+        1: RuntimeError("bad \ud800 text"),
+        2: RuntimeError("nul \x00 text"),
+        3: _UnprintableError(SystemExit(9)),
+    }
+
+    def run(task: Any) -> None:
+        if task["id"] in errors:
+            raise errors[task["id"]]
+
+    try:
+        for id_ in (1, 2, 3, 4):
+            assert enqueue_claimed(queue, f"odd:{id_}", {"id": id_}, window_seconds=300)
+        task = TaskRegistry().task(queue="jobs", name="tests.odd", max_retries=1)(run)
+        worker = Worker("jobs", task=task, backend=queue, burst=True, wait=0)
+        worker.run()
+
+        assert (worker.stats.ok, worker.stats.retried) == (1, 3)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT body::json->'task'->>'id', attempts, lease IS NULL, last_error"
+                " FROM taskclaim.message WHERE queue = %s ORDER BY id",
+                [queue.queue_name],
+            )
+            left = cursor.fetchall()
+        assert left == [
+            ("1", 1, True, "RuntimeError: bad \\ud800 text"),
+            ("2", 1, True, "RuntimeError: nul \\x00 text"),
+            ("3", 1, True, "_UnprintableError: <message not printable>"),
+        ]
+    finally:
+        queue.close()
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM taskclaim.message WHERE queue = %s", [queue.queue_name])
