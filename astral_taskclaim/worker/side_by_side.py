@@ -213,7 +213,7 @@ class SideBySide:
             self._error = error
             keeping.__exit__(None, None, None)
             for message in batch.messages:
-                message.retry(delay_seconds=0)
+                message.hand_back()
             summary.returned = len(batch.messages)
             worker._finish_batch(batch, summary, batch.messages)
             return
@@ -235,7 +235,7 @@ class SideBySide:
         if lost or worker.stopper.requested:
             try:
                 if not lost:  # lost: its new delivery runs it
-                    message.retry(delay_seconds=0)
+                    message.hand_back()
                     summary.returned = 1
             finally:
                 self._done(track, summary, lost=lost, count=1)
@@ -275,7 +275,7 @@ class SideBySide:
             # Even when acked: what failed may be the run's own bookkeeping
             # after it (a Django Task's result write), which the delivery
             # again redoes; the one-at-a-time loop hands it back too.
-            message.retry(delay_seconds=0)
+            message.hand_back()
             summary.returned += 1
         except BaseException as error:
             self._fatal = error
@@ -294,7 +294,8 @@ class SideBySide:
             summary.returned += 1
 
     def _hand_back(self, items: list[_Item]) -> None:
-        """Settles the messages not started as retries without a delay, at once."""
+        """Hands back the messages not started, at once: delivered again without
+        a delay, their delivery not counted as an attempt."""
         by_batch: dict[_Batch, list[ReceivedMessage]] = defaultdict(list)
         for item in items:
             by_batch[item.batch].append(item.message)
@@ -302,7 +303,7 @@ class SideBySide:
             keeper = track.keeper
             back = [m for m in messages if keeper is None or not keeper.lost(m)]
             for message in back:
-                message.retry(delay_seconds=0)
+                message.hand_back()
             if keeper is not None:
                 keeper.drop(messages)  # no extension may follow their settlement
             self.worker._settle(back)

@@ -156,12 +156,16 @@ def test_stop_lets_the_running_finish_and_hands_back_the_rest_at_once(
                 assert handed_back.wait(30)
                 # The seven not started are visible again while the three still run.
                 state = {id_: (leased, visible) for id_, _, leased, visible in rows(queue)}
+                attempts = {id_: count for id_, count, *_ in rows(queue)}
             finally:
                 gate.release.set()
                 thread.join(60)
         waiting = {i for i, (leased, visible) in state.items() if visible and not leased}
         assert waiting == set(range(1, 11)) - gate.running
         assert all(state[i] == (True, False) for i in gate.running)
+        # Handed back unrun: their delivery is no attempt (max_retries=0 would
+        # otherwise give them up unrun at their next delivery).
+        assert all(attempts[i] == 0 for i in waiting)
     assert (worker.stats.ok, worker.stats.returned) == (3, 7)
     assert sorted(i for i, *_ in rows(queue)) == sorted(set(range(1, 11)) - gate.running)
     assert all(visible and not leased for _, _, leased, visible in rows(queue))
