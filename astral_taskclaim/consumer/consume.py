@@ -29,12 +29,8 @@ from django.db import connections, transaction
 from astral_taskclaim import signals
 from astral_taskclaim.claims.claim import hold_task, release_task
 from astral_taskclaim.claims.writing import discard_broken_connection, in_transaction, resolve_alias
+from astral_taskclaim.consumer import failures
 from astral_taskclaim.consumer.event_loop import run_steps
-from astral_taskclaim.consumer.failures import (
-    DeliveriesExhausted,
-    describe_error,
-    is_task_failure,
-)
 from astral_taskclaim.consumer.retry import requested_wait_ms, retry_delay_seconds
 from astral_taskclaim.consumer.summary import (
     Batch,
@@ -161,7 +157,7 @@ class Consumer(MessageConsumer):
         try:
             task = self.parse(found.task)
         except BaseException as error:
-            if not is_task_failure(error):
+            if not failures.is_task_failure(error):
                 raise
             return self._unparseable(queue, found, summary, error=error)
         if task is None:
@@ -170,7 +166,7 @@ class Consumer(MessageConsumer):
             # Past its attempts, a message was delivered and never settled:
             # each delivery ended its worker, so it is not run once more.
             if attempts > self.max_retries + 1:
-                raise DeliveriesExhausted(attempts, self.max_retries)
+                raise failures.DeliveriesExhausted(attempts, self.max_retries)
             signals.send(signals.task_started, queue, found, attempts, task)
             result = self.run(task)
             if result is not None and inspect.isawaitable(result):
@@ -183,9 +179,12 @@ class Consumer(MessageConsumer):
                     # Awaited by the caller on the process's one event loop,
                     # beside every other async run (see consumer.event_loop).
                     yield result
+            if failures.roll_back_left_open(self.alias):
+                raise failures.TransactionLeftOpen(self.alias)
         except BaseException as error:
-            if not is_task_failure(error):
+            if not failures.is_task_failure(error):
                 raise
+            failures.roll_back_left_open(self.alias)  # before the claim write that follows
             # Decided inside the handler: the failure hook and the signal
             # receivers see it as sys.exc_info().
             return self._failed(queue, found, attempts, task, error, summary)
@@ -232,10 +231,10 @@ class Consumer(MessageConsumer):
                 "retried",
                 ack=False,
                 delay_seconds=scaled,
-                error=describe_error(error),
+                error=failures.describe_error(error),
                 exception=error,
             )
-        if isinstance(error, DeliveriesExhausted):
+        if isinstance(error, failures.DeliveriesExhausted):
             logger.error(
                 "%s task %s: %s",
                 *(*shown, error),

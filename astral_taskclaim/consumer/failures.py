@@ -22,9 +22,18 @@ from __future__ import annotations
 import signal
 import threading
 
+from django.db import connections
+
 from astral_taskclaim.core.logtext import printable
 
-__all__ = ["DeliveriesExhausted", "TaskNotFound", "describe_error", "is_task_failure"]
+__all__ = [
+    "DeliveriesExhausted",
+    "TaskNotFound",
+    "TransactionLeftOpen",
+    "describe_error",
+    "is_task_failure",
+    "roll_back_left_open",
+]
 
 #: Longest error text kept with a queued message.
 _MAX_ERROR_CHARS = 2000
@@ -42,6 +51,37 @@ class DeliveriesExhausted(Exception):
         )
         self.attempts = attempts
         self.max_retries = max_retries
+
+
+class TransactionLeftOpen(Exception):
+    """A run that returned with its database connection out of autocommit
+    (``transaction.set_autocommit(False)`` and no commit): the open
+    transaction was rolled back, the run's writes with it, so the attempt
+    failed."""
+
+    def __init__(self, alias: str) -> None:
+        super().__init__(
+            f"the task left database connection {alias!r} in a transaction (autocommit "
+            "off, not committed); it was rolled back"
+        )
+
+
+def roll_back_left_open(alias: str) -> bool:
+    """Rolls back and ends a transaction a run left open on this thread's
+    connection to database ``alias`` (out of autocommit, outside
+    ``atomic()``); whether there was one. The claim writes and settlements
+    that follow on that connection would otherwise join the task's
+    transaction and be lost with it. A connection in an atomic block (a
+    ``TestCase``'s) is left alone; others are Django's to close between
+    batches, as between requests."""
+    connection = connections[alias]
+    if connection.connection is None or connection.in_atomic_block:
+        return False
+    if connection.get_autocommit():
+        return False
+    connection.rollback()
+    connection.set_autocommit(True)
+    return True
 
 
 class TaskNotFound(LookupError):

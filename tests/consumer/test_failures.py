@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from astral_taskclaim import claim_task, consume_claimed, signals
 from astral_taskclaim.claims.claim import enqueue_claimed
@@ -27,6 +27,7 @@ from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import TaskRegistry
 from astral_taskclaim.worker.loop import Worker
 from tests.claimkit import claims
+from tests.testapp.models import Room
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
 
@@ -214,5 +215,47 @@ def test_a_task_raising_odd_text_is_retried_and_its_batch_settles(
         ]
     finally:
         queue.close()
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM taskclaim.message WHERE queue = %s", [queue.queue_name])
+
+
+def test_a_task_leaving_its_transaction_open_fails_and_the_batch_commits() -> None:
+    # Left open, the transaction took in the claim writes and the settlement
+    # of the rest of the batch, and was lost with the connection.
+    queue = PostgresQueue("jobs", options={"queue_name": f"open-{uuid.uuid4().hex}"})
+
+    def run(task: Any) -> None:
+        if task["id"] == 1:
+            transaction.set_autocommit(False)
+        Room.objects.create(name=f"open-{task['id']}")
+
+    try:
+        for id_ in (1, 2, 3):
+            assert enqueue_claimed(queue, f"open:{id_}", {"id": id_}, window_seconds=300)
+        task = TaskRegistry().task(queue="jobs", name="tests.open", max_retries=1)(run)
+        worker = Worker("jobs", task=task, backend=queue, burst=True, wait=0)
+        worker.run()
+
+        assert (worker.stats.ok, worker.stats.retried) == (2, 1)
+        assert connection.get_autocommit()
+        assert sorted(Room.objects.values_list("name", flat=True)) == ["open-2", "open-3"]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT body::json->'task'->>'id', lease IS NULL, last_error"
+                " FROM taskclaim.message WHERE queue = %s",
+                [queue.queue_name],
+            )
+            assert cursor.fetchall() == [
+                (
+                    "1",
+                    True,
+                    "TransactionLeftOpen: the task left database connection 'default' in a "
+                    "transaction (autocommit off, not committed); it was rolled back",
+                )
+            ]
+        assert set(claims()) == {"open:1", "open:2", "open:3"}  # the retried one held
+    finally:
+        queue.close()
+        Room.objects.filter(name__startswith="open-").delete()
         with connection.cursor() as cursor:
             cursor.execute("DELETE FROM taskclaim.message WHERE queue = %s", [queue.queue_name])
