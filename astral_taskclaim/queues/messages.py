@@ -36,6 +36,9 @@ class ReceivedMessage:
     attempts: int
     receipt: Any
     id: str = ""
+    #: Its previous delivery ran out of its lease unsettled (its worker died,
+    #: perhaps at this message's hands), where the queue can tell (PostgreSQL).
+    unsettled_before: bool = False
     settlement: Settlement | None = field(default=None, init=False)
     delay_seconds: float = field(default=0, init=False)
     #: ``ExceptionClass: message`` of the failed run a retry follows, which a

@@ -6,7 +6,8 @@ the loop of the others). It receives a batch, runs its messages in order
 through the task consumer's ``consume_one`` while the batch's leases are
 kept, hands back the messages a stop left unrun, and settles the batch
 once; ``close_old_connections()`` after each batch, as Django does after a
-request.
+request. A message whose last delivery ran out unsettled (its worker died)
+runs alone: the rest of its batch is handed back first.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class OneAtATime:
             close_old_connections()
 
     def _process(self, batch: MessageBatch) -> None:
-        """Runs the batch's messages until done or stopped; settles it once."""
+        """Runs the batch's messages until done or stopped; settles them."""
         worker = self.worker
         worker.stats.batches += 1
         worker.stats.received += len(batch.messages)
@@ -49,26 +50,62 @@ class OneAtATime:
         # crashes runs after the rest, so a worker it kills again has run
         # them, and they do not pile up deliveries unrun behind it.
         batch.messages.sort(key=_deliveries)
-        summary = ConsumeSummary(queue=batch.queue)
+        suspect = _suspect(batch.messages)
         with worker._lease_keeper(batch.messages) as keeper:
-            done = self._run(batch, summary, keeper)
-        returned = [m for m in batch.messages[done:] if keeper is None or not keeper.lost(m)]
+            if suspect is None:
+                self._run_part(batch, batch.messages, keeper)
+                return
+            # A message whose last delivery ran out unsettled may be what
+            # killed that worker, and a kill counts a delivery for every
+            # message leased with it. So it runs alone: the rest of the batch
+            # goes back unrun first (its delivery not counted; the other
+            # suspects stay suspects), and a task that kills its worker uses
+            # up its own attempts, never its batch-mates'.
+            others = [m for m in batch.messages if m is not suspect]
+            for message in others:
+                message.hand_back()
+            self._run_part(batch, [], keeper, handed_back=others)
+            self._run_part(batch, [suspect], keeper)
+
+    def _run_part(
+        self,
+        batch: MessageBatch,
+        messages: list[ReceivedMessage],
+        keeper: LeaseKeeper | None,
+        *,
+        handed_back: list[ReceivedMessage] | None = None,
+    ) -> None:
+        """Runs ``messages`` of ``batch`` in order until done or stopped,
+        hands back what a stop left unrun, and settles them (with the
+        ``handed_back`` ones) at once."""
+        summary = ConsumeSummary(queue=batch.queue)
+        done = self._run(batch.queue, messages, summary, keeper)
+        returned = [m for m in messages[done:] if keeper is None or not keeper.lost(m)]
         for message in returned:
             message.hand_back()
-        summary.returned = len(returned)
-        worker._finish_batch(batch, summary, batch.messages)
+        settled = [*messages, *(handed_back or ())]
+        summary.returned = len(returned) + len(handed_back or ())
+        if keeper is not None and len(settled) < len(batch.messages):
+            keeper.drop(settled)  # no extension may follow their settlement
+        self.worker._finish_batch(MessageBatch(batch.queue, settled), summary, settled)
 
-    def _run(self, batch: MessageBatch, summary: ConsumeSummary, keeper: LeaseKeeper | None) -> int:
-        """Runs the batch's messages in order until done or stopped; how
-        many it went through (a message lost to another delivery is
-        skipped: its new consumer runs it)."""
+    def _run(
+        self,
+        queue: str,
+        messages: list[ReceivedMessage],
+        summary: ConsumeSummary,
+        keeper: LeaseKeeper | None,
+    ) -> int:
+        """Runs ``messages`` in order until done or stopped; how many it
+        went through (a message lost to another delivery is skipped: its
+        new consumer runs it)."""
         worker = self.worker
         on_run, stopper = worker.on_run, worker.stopper
         done = 0
         try:
             # Made per batch: asks whether the claims connection is usable.
             consumer = worker.task.consumer(using=worker.using)
-            for done, message in enumerate(batch.messages):
+            for done, message in enumerate(messages):
                 if stopper.requested:
                     return done
                 if keeper is not None and keeper.lost(message):
@@ -79,13 +116,22 @@ class OneAtATime:
                     continue
                 started = time.monotonic()
                 outcome = consumer.consume_one(message, summary)
-                on_run(task_run(batch.queue, message, outcome, time.monotonic() - started))
+                on_run(task_run(queue, message, outcome, time.monotonic() - started))
         except worker.recoverable as error:
             # The claims database is unreachable: leave this message and the
             # rest to the retry of the messages not run.
             worker._recover(error, interruptible=False)
             return done
-        return len(batch.messages)
+        return len(messages)
+
+
+def _suspect(messages: list[ReceivedMessage]) -> ReceivedMessage | None:
+    """The message of a batch of several to run alone: the most delivered of
+    those whose last delivery ran out unsettled (the first of equals)."""
+    suspects = [m for m in messages if m.unsettled_before]
+    if not suspects or len(messages) == 1:
+        return None
+    return max(suspects, key=_deliveries)
 
 
 def _deliveries(message: ReceivedMessage) -> int:

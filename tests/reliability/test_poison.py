@@ -111,3 +111,26 @@ def test_poison_never_stops_the_workers_and_no_healthy_task_is_lost(fleet: Fleet
     assert events["queue.message_malformed"] == len(bad)
     assert events["queue.task_unparseable"] == 1
     assert fleet.messages_left() == 0
+
+
+def test_a_killer_in_a_batch_uses_up_its_own_attempts_not_its_batch_mates(fleet: Fleet) -> None:
+    # Batches of 12 at concurrency 1: each kill counted a delivery for every
+    # message of the batch, so its healthy batch-mates were given up unrun
+    # after max_retries + 1 kills. A message whose last delivery ran out
+    # unsettled now runs alone, after the rest of its batch.
+    fleet.max_retries = MAX_RETRIES
+    tasks = [{"id": id_, "mode": "os_exit" if id_ == 4 else "ok"} for id_ in range(1, 13)]
+    fleet.enqueue(tasks)
+    deadline = time.monotonic() + 120
+    while fleet.messages_left():
+        assert time.monotonic() < deadline, "messages stuck in the queue"
+        if not fleet.running():
+            fleet.start("--batch-size", "12", "--wait", "1")
+        time.sleep(0.2)  # a supervisor's restart delay, not a wait for an event
+    for worker in fleet.running():
+        worker.stop()
+    found = runs()
+    events = fleet.events()
+    assert [id_ for id_ in range(1, 13) if id_ != 4 and "ok" not in found.get(id_, [])] == []
+    assert events["queue.task_abandoned"] == 1
+    assert len(found.get(4, [])) == MAX_RETRIES + 1  # the killer ended its workers, no more

@@ -192,9 +192,13 @@ class PostgresQueue(BaseQueue):
                     break
         return [
             ReceivedMessage(
-                body=decode_body(body), attempts=attempts, receipt=(id_, lease), id=str(id_)
+                body=decode_body(body),
+                attempts=attempts,
+                receipt=(id_, lease),
+                id=str(id_),
+                unsettled_before=unsettled,
             )
-            for id_, body, attempts in rows
+            for id_, body, attempts, unsettled in rows
         ]
 
     def _lease_one_by_one(self, params: dict[str, Any]) -> tuple[list[tuple[Any, ...]], bool]:
@@ -242,7 +246,7 @@ class PostgresQueue(BaseQueue):
         the messages carry (:func:`~astral_taskclaim.queues.runs.settle_recording`):
         one statement (``queue/settle.sql``) whatever the batch, so one round trip."""
         acks: list[tuple[int, str]] = []
-        retries: list[tuple[int, str, float, str | None, bool]] = []
+        retries: list[tuple[int, str, float, str | None, bool, bool]] = []
         runs: list[tuple[int | None, RunRecord]] = []
         for message in messages:
             if message.settlement is None:
@@ -254,7 +258,9 @@ class PostgresQueue(BaseQueue):
                 acks.append((id_, lease))
             else:
                 delay = float(message.delay_seconds)
-                retries.append((id_, lease, delay, message.last_error, message.handed_back))
+                unrun = message.handed_back
+                suspect = unrun and message.unsettled_before
+                retries.append((id_, lease, delay, message.last_error, unrun, suspect))
         if not acks and not retries:
             return
         self.ensure_configured()
@@ -266,6 +272,7 @@ class PostgresQueue(BaseQueue):
             "delays": [retry[2] for retry in retries],
             "errors": [retry[3] for retry in retries],
             "unrun": [retry[4] for retry in retries],
+            "suspect": [retry[5] for retry in retries],
             "channel": self.channel,
         }
         rows = settle_recording(self.database, "queue/settle.sql", params, runs, queue=self.alias)

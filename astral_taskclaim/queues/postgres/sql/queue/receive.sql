@@ -26,7 +26,9 @@
 -- every receive of the queue), and 'infinity' or '-infinity' in visible_at
 -- only orders the row last or first.
 WITH due AS MATERIALIZED (
-  SELECT id, priority, visible_at
+  -- `unsettled`: a lease still set on a visible row ran out unsettled (its
+  -- worker died, perhaps at this very message's hands).
+  SELECT id, priority, visible_at, lease IS NOT NULL AS unsettled
   FROM taskclaim.message
   WHERE queue = %(queue)s AND visible_at <= statement_timestamp()
     AND id <> ALL (%(skip)s::bigint[])
@@ -43,7 +45,7 @@ WITH due AS MATERIALIZED (
   WHERE m.id = ANY (ARRAY(SELECT due.id FROM due))
   RETURNING m.id, m.body, m.attempts
 )
-SELECT leased.id, leased.body, leased.attempts
+SELECT leased.id, leased.body, leased.attempts, due.unsettled
 FROM leased JOIN due ON due.id = leased.id
 -- An uncorrelated subquery: run once, before any row, leased or not.
 WHERE (SELECT NOT %(relaxed)s::boolean OR set_config('synchronous_commit', 'off', true) = 'off')

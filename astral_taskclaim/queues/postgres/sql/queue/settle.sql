@@ -21,14 +21,16 @@ WITH acked AS (
 retried AS (
   UPDATE taskclaim.message AS m
   SET visible_at = statement_timestamp() + make_interval(secs => retried.delay),
-      lease = NULL,
-      leased_at = NULL,
+      -- A suspect (its last delivery ran out unsettled) handed back unrun
+      -- keeps its lease, so its next receive still sees it as one.
+      lease = CASE WHEN retried.suspect THEN m.lease END,
+      leased_at = CASE WHEN retried.suspect THEN m.leased_at END,
       last_error = coalesce(retried.error, m.last_error),
       attempts = m.attempts - retried.unrun::int
   FROM unnest(
     %(retry_ids)s::bigint[], %(retry_leases)s::uuid[], %(delays)s::float8[], %(errors)s::text[],
-    %(unrun)s::bool[]
-  ) AS retried (id, lease, delay, error, unrun)
+    %(unrun)s::bool[], %(suspect)s::bool[]
+  ) AS retried (id, lease, delay, error, unrun, suspect)
   WHERE m.id = retried.id AND m.lease = retried.lease
   RETURNING m.id, retried.delay
 ),
