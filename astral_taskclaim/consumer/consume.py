@@ -123,7 +123,8 @@ class Consumer(MessageConsumer):
         if found is None:
             return self.malformed(message, summary, "not a claimed task")
         history, started = self.history, time.time()
-        decision = yield from self._attempt(queue, found, message.attempts, summary)
+        unsettled = getattr(message, "unsettled_before", False)
+        decision = yield from self._attempt(queue, found, message.attempts, unsettled, summary)
         if history is not None and isinstance(message, ReceivedMessage):
             message.run = history.note(queue, found, message.attempts, decision, started)
         if decision.release or not decision.ack:
@@ -149,7 +150,7 @@ class Consumer(MessageConsumer):
         return "malformed"
 
     def _attempt(
-        self, queue: str, found: Envelope, attempts: int, summary: ConsumeSummary
+        self, queue: str, found: Envelope, attempts: int, unsettled: bool, summary: ConsumeSummary
     ) -> Generator[Awaitable[object], object, _Decision]:
         """Parses and runs one task: what to do with its message and claim.
         An awaitable the run returns is yielded, and what it raised is
@@ -164,8 +165,9 @@ class Consumer(MessageConsumer):
             return self._unparseable(queue, found, summary, error=None)
         try:
             # Past its attempts, a message was delivered and never settled:
-            # each delivery ended its worker, so it is not run once more.
-            if attempts > self.max_retries + 1:
+            # each delivery ended its worker, so it is not run once more. Its
+            # last delivery, unsettled, may have been a batch-mate's kill.
+            if attempts - unsettled > self.max_retries + 1:
                 raise failures.DeliveriesExhausted(attempts, self.max_retries)
             signals.send(signals.task_started, queue, found, attempts, task)
             result = self.run(task)
