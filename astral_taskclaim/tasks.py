@@ -13,11 +13,9 @@ In an installed app's ``tasks`` module (imported when Django starts)::
 
     refresh_project.enqueue(f"project:{project.pk}", {"id": project.pk})
 
-and ``manage.py consume_claimed refresh`` runs it. A queue may carry
-several tasks: their messages then name their task in a field of their own
-(:mod:`~astral_taskclaim.consumer.dispatch`), and a message naming none (a
-TypeScript producer's) goes to the task declared ``default=True``. A queue
-with one task sends and reads the TypeScript package's body unchanged.
+and ``manage.py consume_claimed refresh`` runs it. The messages of a queue
+of several tasks name their task (:mod:`~astral_taskclaim.consumer.dispatch`);
+one of one task sends the TypeScript package's body unchanged.
 """
 
 from __future__ import annotations
@@ -173,8 +171,12 @@ class ClaimedTask(Generic[T]):
         return {"window_seconds": window, "using": options.get("using")}
 
     def consumer(self, *, using: str | None = None) -> MessageConsumer:
-        """What runs this task's messages one at a time (the worker calls its
-        ``consume_one``); made once per batch."""
+        """What runs this task's messages (the worker calls its ``consume_one``),
+        made once per batch; one naming another task is refused as unknown."""
+        return QueueTasks(self.queue, [self]).consumer(using=using)
+
+    def task_consumer(self, *, using: str | None = None) -> MessageConsumer:
+        """:meth:`consumer`, not checking the task a message names."""
         options = TaskOptions(self.parse, self.run, self.max_retries, self.retry_after_ms)
         mode = self.history or queue_history(self.queue)
         note = None if mode == "none" else RunNote(self.name, failures_only=mode == "failures")
@@ -219,9 +221,11 @@ class TaskRegistry:
             if runner is not None:
                 raise _shared_with_runner(task.queue, runner, task.name)
             others = [t for t in self._tasks.get(task.queue, {}).values() if t.name != task.name]
-            if task.default and any(t.default for t in others):
+            default = next((t.name for t in others if t.default), None)
+            if task.default and default is not None:
                 raise ImproperlyConfigured(
-                    f"queue {task.queue!r} already has a default task; {task.name} cannot be one"
+                    f"queue {task.queue!r} already has a default task, {default}; "
+                    f"{task.name} cannot be one too"
                 )
             self._tasks.setdefault(task.queue, {})[task.name] = task
             task.registry = self
@@ -336,10 +340,8 @@ def _shared_with_runner(queue: str, runner: QueueConsumer, task: str) -> Imprope
 
 #: The registry ``claimed_task`` and ``manage.py consume_claimed`` use.
 registry = TaskRegistry()
-
-#: ``@claimed_task(queue=..., max_retries=3, parse=None, retry_after_ms=None,
-#: name=None, window_seconds=None, history=None, default=False,
-#: key_namespace=None)``: registers on :data:`registry`.
+#: ``@claimed_task(queue=..., max_retries=3, parse=None, retry_after_ms=None, name=None,
+#: window_seconds=None, history=None, default=False, key_namespace=None)``: on :data:`registry`.
 claimed_task = registry.task
 
 

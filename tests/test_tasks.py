@@ -81,7 +81,7 @@ def test_a_queue_may_carry_several_tasks_with_one_default(tasks: TaskRegistry) -
     both = tasks.get("q")
     assert isinstance(both, QueueTasks)
     assert (both.name, both.default) == ("first, second", second)
-    with pytest.raises(ImproperlyConfigured, match="queue 'q' already has a default task"):
+    with pytest.raises(ImproperlyConfigured, match="queue 'q' already has a default task, second;"):
         tasks.task(queue="q", name="third", default=True)(print)
 
     # The same name again (a module imported twice) replaces it.

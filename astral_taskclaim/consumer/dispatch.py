@@ -39,6 +39,7 @@ from astral_taskclaim.consumer.summary import (
 from astral_taskclaim.core.envelope import TASK_FIELD, task_name_of
 from astral_taskclaim.queues import BaseQueue
 from astral_taskclaim.queues.base import ClaimedInsert, encoding_writer
+from astral_taskclaim.queues.runs import RunNote, queue_history
 
 __all__ = ["QueueConsumer", "QueueTasks", "naming_task"]
 
@@ -63,6 +64,8 @@ class QueueConsumer(Protocol):
 class _Task(QueueConsumer, Protocol):
     @property
     def default(self) -> bool: ...
+
+    def task_consumer(self, *, using: str | None = None) -> MessageConsumer: ...
 
 
 def naming_task(queue: BaseQueue, name: str) -> BaseQueue:
@@ -102,12 +105,13 @@ def _naming_class(cls: type[BaseQueue]) -> type[BaseQueue]:
 
 
 class QueueTasks:
-    """The claimed tasks of queue ``queue`` (two or more)."""
+    """The claimed tasks of queue ``queue``; the one task of a queue of one
+    is its default (its messages name no task)."""
 
     def __init__(self, queue: str, tasks: Sequence[_Task]) -> None:
         self.queue = queue
         self.tasks = {task.name: task for task in tasks}
-        defaults = [task for task in tasks if task.default]
+        defaults = [task for task in tasks if task.default or len(tasks) == 1]
         self.default = defaults[0] if defaults else None
         self.name = ", ".join(self.tasks)
 
@@ -121,7 +125,7 @@ class QueueTasks:
 
     def consumer(self, *, using: str | None = None) -> _TaskDispatch:
         """Runs each message with its task's consumer; made once per batch."""
-        consumers = {name: task.consumer(using=using) for name, task in self.tasks.items()}
+        consumers = {name: task.task_consumer(using=using) for name, task in self.tasks.items()}
         default = None if self.default is None else self.default.name
         return _TaskDispatch(self, consumers, default, using=using)
 
@@ -163,7 +167,11 @@ class _TaskDispatch(MessageConsumer):
             raise LookupError(text)
 
         options = TaskOptions(_always, refuse, UNKNOWN_TASK_RETRIES)
-        return Consumer.create(options, using=self.using)
+        # Recorded as a run of the task it names, so a give-up is seen.
+        mode = queue_history(self.tasks.queue)
+        task = named if isinstance(named, str) else ""
+        note = None if mode == "none" else RunNote(task, failures_only=mode == "failures")
+        return Consumer.create(options, using=self.using, history=note)
 
 
 def _always(task: Any) -> bool:

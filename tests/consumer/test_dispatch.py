@@ -14,6 +14,7 @@ from django.db import connection
 from django.test import override_settings
 
 from astral_taskclaim import checks
+from astral_taskclaim.models import ClaimedRun
 from astral_taskclaim.queues import queues
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import registry
@@ -39,6 +40,7 @@ def mixed() -> Iterator[PostgresQueue]:
     registry.unregister("mixed")
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM taskclaim.message WHERE queue = %s", [name])
+        cursor.execute("DELETE FROM taskclaim.run WHERE queue = 'mixed'")
 
 
 def texts(queue: PostgresQueue) -> list[str]:
@@ -66,11 +68,17 @@ def test_one_task_sends_and_reads_the_four_fields_as_before(mixed: PostgresQueue
     assert texts(mixed) == [
         f'{{"key":"k1","claim":"{token}","windowSeconds":60,"task":{{"id":1}}}}'
     ]
-    # A body naming some task still goes to the queue's one task, as today.
+    # A body naming another task (sent before a deploy took that task off
+    # this queue, or after one added it) is not run as the one task: retried
+    # as for an unknown task, and its failed attempt recorded.
     other = {"key": "k2", "claim": str(uuid.uuid4()), "windowSeconds": 60, "task": 2}
     mixed.send({**other, "taskName": "elsewhere"})
-    assert drain(mixed).stats.ok == 2
-    assert ran == [("only", {"id": 1}), ("only", 2)]
+    stats = drain(mixed).stats
+    assert (stats.ok, stats.retried) == (1, 1)
+    assert ran == [("only", {"id": 1})]
+    assert list(ClaimedRun.objects.filter(key="k2").values_list("task", "status")) == [
+        ("elsewhere", "RETRYING")
+    ]
 
 
 def test_each_task_gets_its_messages_and_a_typescript_body_the_default(
