@@ -43,7 +43,10 @@ from types import FrameType
 
 import psycopg
 from django.db import Error as DjangoDatabaseError
+from django.db import connections
+from django.db.transaction import TransactionManagementError
 
+from astral_taskclaim.claims.writing import in_transaction
 from astral_taskclaim.consumer.dispatch import QueueConsumer
 from astral_taskclaim.consumer.event_loop import event_loop_scope
 from astral_taskclaim.consumer.summary import ConsumeSummary, TaskRun, WorkerStats
@@ -174,7 +177,16 @@ class Worker:
 
     def run(self) -> WorkerStats:
         """Consumes until stopped, drained (``burst``) or ``max_messages``
-        are received; returns the stats."""
+        are received; returns the stats. ``TransactionManagementError``
+        inside ``transaction.atomic()``: each claim write and settlement
+        must commit (it retried, reconnecting, for ever)."""
+        alias = self.using or app_settings.DATABASE
+        connection = connections[alias]  # not connected: in no transaction, and may be down
+        if connection.connection is not None and in_transaction(connection):
+            raise TransactionManagementError(
+                f"a worker of queue {self.queue!r} cannot run inside a transaction on "
+                f"database {alias!r}: each claim write and settlement must commit"
+            )
         logger.info(
             "consuming %s with %s",
             self.queue,

@@ -14,7 +14,8 @@ from typing import Any
 import psycopg
 import pytest
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection, connections
+from django.db import connection, connections, transaction
+from django.db.transaction import TransactionManagementError
 from django.test import override_settings
 
 from astral_taskclaim.claims.claim import enqueue_claimed
@@ -363,3 +364,13 @@ def test_a_message_another_delivery_took_is_not_run(queue: PostgresQueue) -> Non
     rival.settle(taken)
     rival.close()
     assert rows(queue) == []
+
+
+def test_a_worker_inside_a_transaction_refuses_to_start(queue: PostgresQueue) -> None:
+    # It treated the consumer's refusal as a database error and reconnected
+    # for ever, even with burst, breaking the caller's transaction.
+    task = TaskRegistry().task(queue="jobs", name="tests.atomic")(lambda task: None)
+    worker = Worker("jobs", task=task, backend=queue, burst=True, wait=0)
+    refused = pytest.raises(TransactionManagementError, match="cannot run inside a transaction")
+    with transaction.atomic(), refused:
+        worker.run()
