@@ -12,16 +12,23 @@ runs alone: the rest of its batch is handed back first.
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 
 from django.db import close_old_connections
 
 from astral_taskclaim.consumer.summary import ConsumeSummary
+from astral_taskclaim.core.logtext import printable
+from astral_taskclaim.db.connections import close_connections
 from astral_taskclaim.queues import MessageBatch, ReceivedMessage
+from astral_taskclaim.worker.lanes import POLL_SECONDS
 from astral_taskclaim.worker.leases import LeaseKeeper
 from astral_taskclaim.worker.side_by_side import Worker, task_run
 
 __all__ = ["OneAtATime"]
+
+logger = logging.getLogger(__name__)
 
 
 class OneAtATime:
@@ -30,16 +37,58 @@ class OneAtATime:
 
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
+        # The running part and the index of its first message not started,
+        # from which a stop hands back at once on the watcher's thread
+        # (taken: whether it did).
+        self._lock = threading.Lock()
+        self._part: list[ReceivedMessage] = []
+        self._next = 0
+        self._taken = False
+        self._keeper: LeaseKeeper | None = None
+        self._ended = threading.Event()
 
     def run(self) -> None:
         """Receives and runs batches until the worker stops."""
         worker = self.worker
-        while not worker.stopper.requested:
-            batch = worker._receive()
-            if batch is None:
-                break
-            self._process(batch)
-            close_old_connections()
+        watcher = threading.Thread(target=self._watch, name=f"taskclaim-{worker.queue}-stop")
+        watcher.start()
+        try:
+            while not worker.stopper.requested:
+                batch = worker._receive()
+                if batch is None:
+                    break
+                self._process(batch)
+                close_old_connections()
+        finally:
+            self._ended.set()
+            watcher.join()
+
+    def _watch(self) -> None:
+        """On the first stop signal, hands back at once the messages of the
+        running part not started yet, while the running one finishes."""
+        worker = self.worker
+        while not worker.stopper.wait(POLL_SECONDS):
+            if self._ended.is_set():
+                return
+        with self._lock:
+            waiting, keeper, self._taken = self._part[self._next :], self._keeper, True
+        back = [m for m in waiting if keeper is None or not keeper.lost(m)]
+        if not back:
+            return
+        for message in back:
+            message.hand_back()
+        if keeper is not None:
+            keeper.drop(waiting)  # no extension may follow their settlement
+        try:
+            summary = ConsumeSummary(queue=worker.queue, returned=len(back))
+            worker._finish_batch(MessageBatch(worker.queue, back), summary, back)
+        finally:
+            close_connections()  # this thread's
+        logger.info(
+            "%s: handed back %d messages not started",
+            *(printable(worker.queue), len(back)),
+            extra={"event": "worker.handed_back", "queue": worker.queue},
+        )
 
     def _process(self, batch: MessageBatch) -> None:
         """Runs the batch's messages until done or stopped; settles them."""
@@ -79,7 +128,13 @@ class OneAtATime:
         hands back what a stop left unrun, and settles them (with the
         ``handed_back`` ones) at once."""
         summary = ConsumeSummary(queue=batch.queue)
+        with self._lock:
+            self._part, self._next, self._taken, self._keeper = messages, 0, False, keeper
         done = self._run(batch.queue, messages, summary, keeper)
+        with self._lock:
+            if self._taken:  # the watcher settled those from self._next on
+                messages, done = messages[: self._next], min(done, self._next)
+            self._part, self._next, self._taken = [], 0, False
         returned = [m for m in messages[done:] if keeper is None or not keeper.lost(m)]
         for message in returned:
             message.hand_back()
@@ -106,8 +161,10 @@ class OneAtATime:
             # Made per batch: asks whether the claims connection is usable.
             consumer = worker.task.consumer(using=worker.using)
             for done, message in enumerate(messages):
-                if stopper.requested:
-                    return done
+                with self._lock:
+                    if stopper.requested or self._taken:
+                        return done
+                    self._next = done + 1
                 if keeper is not None and keeper.lost(message):
                     worker.stats.leases_lost += 1
                     continue

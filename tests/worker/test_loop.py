@@ -134,6 +134,33 @@ def test_stop_finishes_the_message_and_returns_the_rest(queue: PostgresQueue) ->
     assert rows(queue) == [(3, 0, False, True), (4, 0, False, True)]
 
 
+def test_stop_hands_back_the_rest_at_once_while_the_message_runs(queue: PostgresQueue) -> None:
+    # They stayed leased (their leases extended) until the running task
+    # ended, however long it ran.
+    started, release = threading.Event(), threading.Event()
+
+    def run(task: Any) -> None:
+        started.set()
+        assert release.wait(30)
+
+    send(queue, 1, 2, 3)
+    worker = Worker("jobs", task=make_task(run), backend=queue, batch_size=3)
+    with EventWaiter("worker.handed_back") as handed_back:
+        thread = in_thread(worker)
+        try:
+            assert started.wait(30)
+            worker.stop()  # the first SIGTERM
+            assert handed_back.wait(30)
+            waiting = rows(queue)
+        finally:
+            release.set()
+            thread.join(60)
+    # Visible again while the first still ran, not counted as attempts.
+    assert waiting == [(1, 1, True, False), (2, 0, False, True), (3, 0, False, True)]
+    assert (worker.stats.ok, worker.stats.returned) == (1, 2)
+    assert rows(queue) == [(2, 0, False, True), (3, 0, False, True)]
+
+
 def test_the_second_signal_exits_at_once(
     queue: PostgresQueue, caplog: pytest.LogCaptureFixture
 ) -> None:
