@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol, Self
 
+from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.validation import validate_max_retries
 
 __all__ = [
@@ -129,7 +130,9 @@ class ConsumeSummary:
 class TaskRun:
     """One message a worker ran: its key (``None`` for a body that is no
     claimed task), its delivery count, the outcome (``ok``, ``retried``,
-    ``failed``, ``malformed`` or ``unparseable``) and how long it took."""
+    ``failed``, ``malformed`` or ``unparseable``) and how long it took.
+    Printed, the key and the queue are :func:`printable`: a message's key
+    is anyone's text (a newline, a terminal escape, a lone surrogate)."""
 
     queue: str
     key: str | None
@@ -139,8 +142,8 @@ class TaskRun:
 
     def __str__(self) -> str:
         return (
-            f"{self.queue}: {self.key} attempt {self.attempt}: {self.outcome} "
-            f"in {self.duration_seconds:.3f} s"
+            f"{printable(self.queue)}: {printable(self.key)} attempt {self.attempt}: "
+            f"{printable(self.outcome)} in {self.duration_seconds:.3f} s"
         )
 
 

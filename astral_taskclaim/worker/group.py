@@ -22,6 +22,7 @@ from django.db import connections
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.queues import BaseQueue
 from astral_taskclaim.tasks import registry
+from astral_taskclaim.worker.budget import MessageBudget
 from astral_taskclaim.worker.loop import Worker
 from astral_taskclaim.worker.shutdown import TwoStageStop
 
@@ -44,7 +45,9 @@ class WorkerGroup:
     """Consumes each of ``queues`` with a :class:`Worker` made with
     ``options`` (its keywords); ``caps`` maps a queue to a ``concurrency``
     of its own, overriding ``options``'s; a ``scheduler`` goes to the first
-    worker only. Raises what ``Worker`` does, naming the queue."""
+    worker only; ``max_messages`` is for the whole group: its workers stop
+    once they received that many together. Raises what ``Worker`` does,
+    naming the queue."""
 
     def __init__(
         self,
@@ -64,6 +67,9 @@ class WorkerGroup:
         # One worker of the process enqueues the schedules' slots: a tick
         # per process and loop turn is all they need.
         scheduler = options.pop("scheduler", None)
+        max_messages = options.pop("max_messages", None)
+        if max_messages is not None:
+            options["max_messages"] = MessageBudget(max_messages)
         for queue in queues:
             found = dict(options)
             if not self.workers:

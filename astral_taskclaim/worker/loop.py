@@ -66,6 +66,7 @@ from astral_taskclaim.queues import (
 from astral_taskclaim.queues.runs import write_runs
 from astral_taskclaim.schedules import Scheduler
 from astral_taskclaim.tasks import registry
+from astral_taskclaim.worker.budget import MessageBudget
 from astral_taskclaim.worker.leases import LeaseKeeper, lease_length
 from astral_taskclaim.worker.one_at_a_time import OneAtATime
 from astral_taskclaim.worker.shutdown import TwoStageStop
@@ -96,8 +97,9 @@ class Worker:
     waits for a message; with ``burst`` the worker returns after a receive
     that waited this long for nothing (the queue is drained: delayed
     retries stay queued). ``max_messages``: return after receiving this
-    many. ``on_run`` is called with a :class:`TaskRun` after each message
-    (progress lines, metrics). ``task`` and ``backend`` override the registry and
+    many, or once a :class:`MessageBudget` shared with other workers is spent
+    (a receive's surplus handed back). ``on_run`` gets a :class:`TaskRun` after
+    each message (progress lines, metrics). ``task`` and ``backend`` override the registry and
     ``TASKCLAIM_QUEUES`` (tests). ``scheduler`` (what ``consume_claimed`` gives)
     enqueues the due slots of every schedule before each receive. Raises
     ``LookupError`` when no task is registered for the queue,
@@ -113,7 +115,7 @@ class Worker:
         batch_size: int | None = None,
         wait: float = 1.0,
         burst: bool = False,
-        max_messages: int | None = None,
+        max_messages: int | MessageBudget | None = None,
         task: QueueConsumer | None = None,
         backend: BaseQueue | None = None,
         using: str | None = None,
@@ -133,9 +135,11 @@ class Worker:
             raise ValueError(f"wait must be a number of seconds from 0, got {wait!r}")
         self.wait = float(wait)
         self.burst = bool(burst)
-        self.max_messages = (
-            None if max_messages is None else validate_count("max_messages", max_messages)
-        )
+        if max_messages is None or isinstance(max_messages, MessageBudget):
+            self.budget = max_messages
+        else:
+            self.budget = MessageBudget(max_messages)
+        self.max_messages = None if self.budget is None else self.budget.total
         self.queue = queue
         self.using = using
         self.stats = WorkerStats(queue)
@@ -223,16 +227,19 @@ class Worker:
     def receive_limit(self) -> int:
         """How many the next receive may take: ``batch_size``, within what
         ``max_messages`` leaves (0 once reached)."""
-        if self.max_messages is None:
+        if self.budget is None:
             return self.batch_size
-        return min(self.batch_size, self.max_messages - self.stats.received)
+        return min(self.batch_size, self.budget.left)
 
     def _receive(self) -> MessageBatch | None:
         """The next non-empty batch, of :meth:`receive_limit` messages at
         most, or ``None`` to stop (stopped, drained with ``burst``, or
         ``max_messages`` received)."""
-        limit = self.receive_limit()
-        while limit > 0 and not self.stopper.requested:
+        while not self.stopper.requested:
+            # Asked each turn: another worker may spend a shared budget.
+            limit = self.receive_limit()
+            if limit <= 0:
+                return None
             if self.scheduler is not None:
                 self.scheduler.tick()
             try:
@@ -245,12 +252,29 @@ class Worker:
             self._received_at = time.monotonic()
             self._backoff = FIRST_BACKOFF
             if batch.messages:
-                return batch
+                if self._within_budget(batch):
+                    return batch
+                continue  # the budget is spent: the next turn returns
             if self.burst:
                 return None
             if self.wait == 0:
                 self.stopper.wait(IDLE_PAUSE)
         return None
+
+    def _within_budget(self, batch: MessageBatch) -> bool:
+        """Counts the batch's messages in the budget, handing back at once
+        those another worker's receive left no room for; whether any remain."""
+        if self.budget is None:
+            return True
+        surplus = self.budget.trim(batch.messages)
+        if surplus:
+            self._settle(surplus)
+            logger.info(
+                "%s: handed back %d received past max_messages",
+                *(printable(self.queue), len(surplus)),
+                extra={"event": "worker.handed_back", "queue": self.queue},
+            )
+        return bool(batch.messages)
 
     def _finish_batch(
         self, batch: MessageBatch, summary: ConsumeSummary, unsettled: list[ReceivedMessage]

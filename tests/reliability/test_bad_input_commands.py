@@ -108,7 +108,7 @@ def bad_task() -> Iterator[None]:
         (["bad", "--wait", "nan"], "wait must be a number of seconds"),
         (["bad", "--wait", "inf"], "wait must be a number of seconds"),
         (["bad", "--wait", "soon"], "--wait"),
-        (["bad", "--max-messages", "0"], "max_messages must be from 1"),
+        (["bad", "--max-messages", "0"], "--max-messages must be from 1"),
         (["bad", "--max-messages", "x"], "--max-messages"),
     ],
     ids=lambda value: None if isinstance(value, list) else str(value)[:40],

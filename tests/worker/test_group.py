@@ -141,3 +141,59 @@ def test_bad_arguments_name_the_queue(two_queues: tuple[str, str]) -> None:
     registry.unregister("fast")
     with pytest.raises(LookupError, match="no configured queue has a claimed task"):
         consumed_queues([])
+
+
+def left(alias: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM taskclaim.message WHERE queue = %s",
+            [queues[alias].queue_name],  # type: ignore[attr-defined]
+        )
+        (count,) = cursor.fetchone()
+    return int(count)
+
+
+def test_max_messages_counts_every_queue_and_a_quiet_one_does_not_hold_the_exit(
+    two_queues: tuple[str, str],
+) -> None:
+    """Each worker stopped after its own max_messages: a quiet queue's
+    worker never did, and the process never exited."""
+    ran: list[str] = []
+    for alias in two_queues:
+        registry.task(queue=alias, name=f"tests.{alias}", window_seconds=60)(ran.append)
+    for n in range(3):
+        registry.get("fast").enqueue(f"f{n}", f"f{n}")  # type: ignore[union-attr]
+    group = WorkerGroup(list(two_queues), max_messages=2, wait=0.1)
+    thread = in_thread(group.run)
+    thread.join(60)
+    if thread.is_alive():
+        group.stop()
+        thread.join(60)
+        pytest.fail("the group did not stop after max_messages")
+    assert sorted(ran) == ["f0", "f1"]
+    assert [w.stats.received for w in group.workers] == [0, 2]
+    assert left("fast") == 1
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_max_messages_is_exact_over_queues_receiving_at_once(
+    two_queues: tuple[str, str], concurrency: int
+) -> None:
+    """Both workers may receive together: what one brings beyond the
+    budget goes back at once, unrun."""
+    ran: list[str] = []
+    lock = threading.Lock()
+
+    def record(task: str) -> None:
+        with lock:
+            ran.append(task)
+
+    for alias in two_queues:
+        task = registry.task(queue=alias, name=f"tests.{alias}", window_seconds=60)(record)
+        for n in range(5):
+            task.enqueue(f"{alias}{n}", alias)
+    group = WorkerGroup(list(two_queues), max_messages=3, wait=0, concurrency=concurrency)
+    group.run()
+    assert len(ran) == 3
+    assert sum(w.stats.received for w in group.workers) == 3
+    assert left("slow") + left("fast") == 7

@@ -6,14 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from django.core.management.base import CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser, OutputWrapper
 from django.db import DatabaseError
 
 from astral_taskclaim.consumer.summary import TaskRun
 from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.not_migrated import NotMigratedError, ensure_migrated
 from astral_taskclaim.management.loop import QueueLoopCommand
-from astral_taskclaim.queues import QueueError
+from astral_taskclaim.queues import QueueError, unknown_queue
 from astral_taskclaim.schedules import Scheduler
 from astral_taskclaim.worker.group import WorkerGroup, consumed_queues
 from astral_taskclaim.worker.loop import Worker
@@ -69,7 +70,7 @@ class Command(QueueLoopCommand[WorkerGroup]):
             "--max-messages",
             type=int,
             default=None,
-            help="Exit after receiving this many (from each queue).",
+            help="Exit after receiving this many, all queues together.",
         )
         parser.add_argument(
             "--metrics-port",
@@ -91,9 +92,13 @@ class Command(QueueLoopCommand[WorkerGroup]):
         )
 
     def make(self, queue: list[str], options: dict[str, Any]) -> WorkerGroup:
+        # Checked here, naming the option: the workers' own checks name a queue.
+        _check_count("--concurrency", options["concurrency"])
+        _check_count("--max-messages", options["max_messages"])
+        queues = consumed_queues(queue)
         return WorkerGroup(
-            consumed_queues(queue),
-            caps=_caps(options["queue_concurrency"]),
+            queues,
+            caps=_caps(options["queue_concurrency"], queues),
             concurrency=options["concurrency"],
             batch_size=options["batch_size"],
             wait=options["wait"],
@@ -115,14 +120,22 @@ class Command(QueueLoopCommand[WorkerGroup]):
             loop.run()
         except NotMigratedError as error:
             raise CommandError(str(error)) from error
+        if options["verbosity"] < 1:
+            return  # -v 0: warnings only
         for worker in loop.workers:
-            if options["verbosity"] >= 1:
-                self.stdout.write(str(worker.stats))
+            self._say(str(worker.stats))
             if options["burst"]:
-                self.stdout.write(_burst_report(worker))
+                self._say(_burst_report(worker))
 
     def _print_run(self, run: TaskRun) -> None:
-        self.stdout.write(str(run))
+        self._say(str(run))
+
+    def _say(self, line: str) -> None:
+        """Writes ``line`` on stdout, :func:`printable` and in what the
+        stream can encode: a line quoting a message's key (``-v 2``) must
+        neither forge lines nor raise, or the worker dies before settling
+        its batch, again at every restart."""
+        self.stdout.write(_encodable(printable(line), self.stdout))
 
 
 def _ensure_migrated(worker: Worker) -> None:
@@ -139,13 +152,27 @@ def _ensure_migrated(worker: Worker) -> None:
         pass
 
 
-def _caps(pairs: list[str]) -> dict[str, int]:
-    """``--queue-concurrency QUEUE=N`` options as a mapping."""
+def _check_count(option: str, value: int | None) -> None:
+    if value is not None and value < 1:
+        raise CommandError(f"{option} must be from 1 or more, got {value}")
+
+
+def _caps(pairs: list[str], consumed: list[str]) -> dict[str, int]:
+    """``--queue-concurrency QUEUE=N`` options as a mapping, each ``QUEUE``
+    one of the ``consumed`` queues and each ``N`` from 1."""
     caps = {}
     for pair in pairs:
         queue, _, count = pair.rpartition("=")
-        if not queue or not count.isdigit():
+        if not queue or not (count.isascii() and count.isdigit()):
             raise CommandError(f"--queue-concurrency takes QUEUE=N, got {pair!r}")
+        if queue not in app_settings.QUEUES:
+            raise CommandError(f"--queue-concurrency {pair}: {unknown_queue(queue)}")
+        if queue not in consumed:
+            raise CommandError(
+                f"--queue-concurrency {pair}: queue {queue!r} is configured but not consumed "
+                f"by this worker (consuming: {', '.join(consumed)})"
+            )
+        _check_count(f"--queue-concurrency {pair}: concurrency", int(count))
         caps[queue] = int(count)
     return caps
 
@@ -166,10 +193,11 @@ def _serve_metrics(workers: list[Worker], port: int, address: str) -> None:
 
 
 def _burst_report(worker: Worker) -> str:
-    """What a ``--burst`` run did, and what it leaves behind on its queue."""
+    """What a ``--burst`` run did on its queue, and what it leaves behind there."""
     stats = worker.stats
+    ran = _plural(stats.messages, "message")
     text = (
-        f"burst done: ran {stats.messages} messages ({stats.counts()}); {stats.returned} handed "
+        f"{worker.queue}: burst done: ran {ran} ({stats.counts()}); {stats.returned} handed "
         f"back unrun; {stats.left_leased} left leased (settlement not written: delivered again "
         "when their leases run out)"
     )
@@ -189,6 +217,26 @@ def _burst_report(worker: Worker) -> str:
         if value is not None
     ]
     return f"{text}; queue now: {', '.join(counts)}" if counts else text
+
+
+def _plural(count: int, noun: str) -> str:
+    """``"1 message"``, ``"2 messages"``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _encodable(text: str, stream: OutputWrapper) -> str:
+    """``text``, with what the stream's encoding cannot write (a non-ASCII
+    key on an ASCII console) as backslash escapes."""
+    encoding = getattr(stream, "encoding", None)
+    if not isinstance(encoding, str):
+        return text  # a text buffer (StringIO) takes any str
+    try:
+        text.encode(encoding)
+    except UnicodeEncodeError:
+        return text.encode(encoding, "backslashreplace").decode(encoding)
+    except LookupError:
+        pass
+    return text
 
 
 def _both(
