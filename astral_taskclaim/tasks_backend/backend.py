@@ -43,10 +43,14 @@ from astral_taskclaim.tasks_backend.compat import (
     InvalidTask,
     TaskResultDoesNotExist,
     TaskResultStatus,
-    normalize_json,
     task_enqueued,
 )
-from astral_taskclaim.tasks_backend.sending import ENQUEUE_TRIES, RecordingSender, RunRequest
+from astral_taskclaim.tasks_backend.sending import (
+    ENQUEUE_TRIES,
+    RecordingSender,
+    RunRequest,
+    json_arguments,
+)
 from astral_taskclaim.tasks_backend.task import ClaimTask, coalescing_key, validate_options
 
 OPTIONS = frozenset({"queue", "queues", "max_retries"})
@@ -148,9 +152,11 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
         return self.queue_aliases.get(queue_name, self.queue_alias)
 
     def validate_task(self, task: Any) -> None:
-        """Django's checks, then the app's options (``InvalidTask``)."""
+        """Django's checks, then the app's options and a ``run_after`` the
+        run's row can be read back with (``InvalidTask``)."""
         super().validate_task(task)
         validate_options(task)
+        results.check_run_after(task)
         results.remember(task)
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
@@ -165,16 +171,14 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
         passed their checks (nothing is written before)."""
         self.validate_task(task)
         raise_misconfigured(f"TASKS[{self.alias!r}]", self.problems)
-        try:
-            request = RunRequest(
-                task=task,
-                args=normalize_json(list(args)),
-                kwargs=normalize_json(dict(kwargs)),
-                backend=self.alias,
-                queue=self.queue_for(task.queue_name),
-            )
-        except (TypeError, ValueError) as error:
-            raise TypeError(f"{task.module_path}: arguments must be JSON: {error}") from error
+        args, kwargs = json_arguments(task, args, kwargs)
+        request = RunRequest(
+            task=task,
+            args=args,
+            kwargs=kwargs,
+            backend=self.alias,
+            queue=self.queue_for(task.queue_name),
+        )
         request.key = coalescing_key(task, request.args, request.kwargs)
         return request
 

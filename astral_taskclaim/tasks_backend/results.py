@@ -13,7 +13,7 @@ import traceback
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -25,6 +25,7 @@ from astral_taskclaim.db import statements
 from astral_taskclaim.db.aio_pool import pool
 from astral_taskclaim.queues.runs import worker_id
 from astral_taskclaim.tasks_backend.compat import (
+    InvalidTask,
     Task,
     TaskError,
     TaskResult,
@@ -36,6 +37,7 @@ from astral_taskclaim.tasks_backend.models import StoredTaskResult
 
 __all__ = [
     "afetch",
+    "check_run_after",
     "compact_json",
     "error_of",
     "fail",
@@ -75,6 +77,30 @@ _RESULT_COLUMNS = (
 def compact_json(value: Any) -> str:
     """``value`` as JSON text for a ``jsonb`` parameter."""
     return json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+#: The times a run's row may hold and be read back: from the first up to,
+#: not including, the second. ``LoadableDateTimeField`` clamps what Python
+#: cannot load into years 1 and 9999, so a time there may be a clamped one:
+#: refused when read (:func:`to_task_result`), and as a ``run_after``.
+_READABLE = (datetime(2, 1, 1, tzinfo=UTC), datetime(9999, 1, 1, tzinfo=UTC))
+_READABLE_TEXT = f"from {_READABLE[0].isoformat()} to before {_READABLE[1].isoformat()}"
+
+
+def _readable(value: datetime) -> bool:
+    earliest, end = _READABLE
+    if value.utcoffset() is None:  # naive (USE_TZ = False), as Django loads it then
+        earliest, end = earliest.replace(tzinfo=None), end.replace(tzinfo=None)
+    return earliest <= value < end
+
+
+def check_run_after(task: Any) -> None:
+    """``InvalidTask`` for a ``run_after`` its run could not be read back with."""
+    if task.run_after is not None and not _readable(task.run_after):
+        raise InvalidTask(
+            f"{task.module_path}: run_after must be {_READABLE_TEXT} (the times a "
+            f"stored run can be read back with), got {task.run_after.isoformat()}"
+        )
 
 
 def error_of(exception: BaseException) -> TaskError:
@@ -270,9 +296,8 @@ def _odd(row: StoredTaskResult) -> str | None:
     """What makes ``row`` no run Django can represent, or ``None``."""
     for name in ("run_after", "enqueued_at", "started_at", "last_attempted_at", "finished_at"):
         value = getattr(row, name)
-        # LoadableDateTimeField clamps what Python cannot load into these years.
-        if value is not None and not 1 < value.year < 9999:
-            return f"{name} is out of Python's range"
+        if value is not None and not _readable(value):
+            return f"{name} is not {_READABLE_TEXT}"
     if not isinstance(row.worker_ids, list) or not all(isinstance(w, str) for w in row.worker_ids):
         return "worker_ids is not a list of strings"
     if not isinstance(row.errors, list) or not all(

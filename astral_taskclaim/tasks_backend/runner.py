@@ -65,11 +65,11 @@ from astral_taskclaim.tasks_backend import results
 from astral_taskclaim.tasks_backend.compat import (
     TaskContext,
     TaskResultStatus,
-    normalize_json,
     set_return_value,
     task_finished,
     task_started,
 )
+from astral_taskclaim.tasks_backend.sending import json_value
 
 __all__ = ["UNKNOWN_TASK_PATIENCE", "TaskRunner"]
 
@@ -242,11 +242,11 @@ class _Attempt:
             value = self.task.func(*args, **kwargs)
         if inspect.isawaitable(value):
             return self._finish(value)
-        self.return_value = normalize_json(value)
+        self.return_value = json_value("return value", value)
         return None
 
     async def _finish(self, awaitable: Awaitable[Any]) -> None:
-        self.return_value = normalize_json(await awaitable)
+        self.return_value = json_value("return value", await awaitable)
 
     def failed(self, error: BaseException, final: bool) -> None:
         """Records a failed attempt; ``task_finished`` for the last. Called

@@ -4,7 +4,9 @@ records a run before its message leaves for a queue outside the database."""
 from __future__ import annotations
 
 import logging
+import math
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -16,9 +18,10 @@ from astral_taskclaim.core.envelope import message_body
 from astral_taskclaim.db import statements
 from astral_taskclaim.queues import BaseQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
+from astral_taskclaim.tasks_backend.compat import normalize_json
 from astral_taskclaim.tasks_backend.results import compact_json
 
-__all__ = ["ENQUEUE_TRIES", "RecordingSender", "RunRequest"]
+__all__ = ["ENQUEUE_TRIES", "RecordingSender", "RunRequest", "json_arguments", "json_value"]
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +31,57 @@ ENQUEUE_TRIES = 3
 #: The claim window of a run that does not coalesce (its key is unique, so
 #: its claim only has to exist while ``enqueue_claimed`` sends).
 _UNCOALESCED_WINDOW = 1.0
+
+
+def json_value(where: str, value: Any) -> Any:
+    """``value`` normalised as Django does (``normalize_json``); ``TypeError``
+    naming ``where`` (and the place inside it) for what is no JSON: a type
+    JSON lacks, or NaN or an infinity, which neither JSON nor ``jsonb`` holds."""
+    try:
+        value = normalize_json(value)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"{where}: {error}") from error
+    try:
+        compact_json(value)  # as its jsonb column will hold it
+    except (TypeError, ValueError) as error:
+        found = _non_finite(where, value)
+        problem = f"{found} (JSON has no NaN or infinity)" if found else f"{where}: {error}"
+        raise TypeError(problem) from error
+    return value
+
+
+def json_arguments(
+    task: Any, args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> tuple[list[Any], dict[str, Any]]:
+    """``args`` and ``kwargs`` as :func:`json_value`s; ``TypeError`` naming
+    the task and the first argument that is no JSON."""
+    try:
+        return (
+            [json_value(f"args[{i}]", value) for i, value in enumerate(args)],
+            {name: json_value(f"kwargs[{name!r}]", value) for name, value in kwargs.items()},
+        )
+    except TypeError as error:
+        raise TypeError(f"{task.module_path}: arguments must be JSON: {error}") from error
+
+
+def _non_finite(where: str, value: Any) -> str | None:
+    """Where NaN or an infinity is in ``value`` (found at ``where``), or ``None``."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{where} is {value!r}"
+    if isinstance(value, dict):
+        for key in value:
+            if isinstance(key, float) and not math.isfinite(key):
+                return f"{where} has key {key!r}"
+        items = [(f"{where}[{key!r}]", item) for key, item in value.items()]
+    elif isinstance(value, list):
+        items = [(f"{where}[{i}]", item) for i, item in enumerate(value)]
+    else:
+        return None
+    for path, item in items:
+        found = _non_finite(path, item)
+        if found is not None:
+            return found
+    return None
 
 
 @dataclass
@@ -112,7 +166,8 @@ class RunRequest:
             "backend": self.backend,
             "task_queue_name": self.task.queue_name,
             "queue": self.queue,
-            "priority": self.task.priority,
+            # Django takes any whole number (True, 5.0); the column is a smallint.
+            "priority": int(self.task.priority),
             "run_after": self.run_after,
             "key": self.key,
             "args": compact_json(self.args),

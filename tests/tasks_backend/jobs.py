@@ -90,6 +90,11 @@ def returns_unserialisable() -> object:
 
 
 @_task()
+def returns_nan() -> dict[str, float]:
+    return {"ratio": float("nan")}
+
+
+@_task()
 def exits(code: int) -> None:
     """Ends the process as a script would: ``sys.exit(code)``."""
     calls.append(("exits", code))
