@@ -31,7 +31,7 @@ from astral_taskclaim.claims.claim import hold_task, release_task
 from astral_taskclaim.claims.writing import discard_broken_connection, in_transaction, resolve_alias
 from astral_taskclaim.consumer import failures
 from astral_taskclaim.consumer.event_loop import run_steps
-from astral_taskclaim.consumer.retry import requested_wait_ms, retry_delay_seconds
+from astral_taskclaim.consumer.retry import RetryAfter, requested_wait_ms, retry_delay_seconds
 from astral_taskclaim.consumer.summary import (
     Batch,
     ConsumeSummary,
@@ -222,7 +222,7 @@ class Consumer(MessageConsumer):
             logger.info(
                 "%s task %s failed (attempt %d); retrying in %s s",
                 *(*shown, attempts, scaled),
-                exc_info=True,
+                exc_info=not isinstance(error, RetryAfter),  # a planned retry: no traceback
                 extra={"event": "queue.task_retrying", **extra},
             )
             summary.retried += 1

@@ -16,6 +16,7 @@ from django.test import override_settings
 
 from astral_taskclaim import claim_task, consume_claimed
 from astral_taskclaim.consumer.consume import Consumer
+from astral_taskclaim.consumer.retry import RetryAfter
 from astral_taskclaim.consumer.summary import ConsumeSummary, TaskOptions
 from astral_taskclaim.queues.messages import MessageBatch, ReceivedMessage
 from tests.claimkit import (
@@ -238,6 +239,20 @@ def test_retry_after_ms_can_lengthen_the_delay(asked: object, delay: int) -> Non
         retry_after_ms=lambda error: error.retry_after_ms,
     )
     assert delivered.delay_seconds == delay
+
+
+def test_a_planned_retry_logs_no_traceback(logs: pytest.LogCaptureFixture) -> None:
+    def busy(task: Any) -> None:
+        raise RetryAfter(120_000)
+
+    consume(message(claimed("planned")), run=busy)
+    consume(message(claimed("broken")), run=fail)
+
+    retrying = [r for r in events(logs) if getattr(r, "event", "") == "queue.task_retrying"]
+    assert [(r.key, bool(r.exc_info)) for r in retrying] == [  # type: ignore[attr-defined]
+        ("planned", False),
+        ("broken", True),
+    ]
 
 
 def test_a_raising_retry_after_ms_counts_as_none() -> None:
