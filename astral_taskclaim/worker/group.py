@@ -11,6 +11,7 @@ them all after their running messages, the second exits the process.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -20,6 +21,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 
 from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.queues import BaseQueue
 from astral_taskclaim.tasks import registry
 from astral_taskclaim.worker.budget import MessageBudget
@@ -27,6 +29,8 @@ from astral_taskclaim.worker.loop import Worker
 from astral_taskclaim.worker.shutdown import TwoStageStop
 
 __all__ = ["WorkerGroup", "consumed_queues"]
+
+logger = logging.getLogger(__name__)
 
 
 def consumed_queues(named: Sequence[str]) -> list[str]:
@@ -38,6 +42,16 @@ def consumed_queues(named: Sequence[str]) -> list[str]:
     found = [alias for alias in app_settings.QUEUES if alias in served]
     if not found:
         raise LookupError(f"no configured queue has a claimed task; {registry.describe()}")
+    for alias in app_settings.QUEUES:
+        if alias not in served:
+            # Its messages would wait unseen: say so, as `check --database` would.
+            logger.warning(
+                "not consuming queue %s: no claimed task or Django Tasks backend is "
+                "registered for it (is its tasks module imported?); name the queues to "
+                "consume to leave it out on purpose",
+                printable(alias),
+                extra={"event": "worker.queue_not_consumed", "queue": alias},
+            )
     return found
 
 

@@ -3,6 +3,7 @@ all, PostgreSQL still woken by NOTIFY, a remote queue beside it."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -141,6 +142,18 @@ def test_bad_arguments_name_the_queue(two_queues: tuple[str, str]) -> None:
     registry.unregister("fast")
     with pytest.raises(LookupError, match="no configured queue has a claimed task"):
         consumed_queues([])
+
+
+def test_a_queue_no_task_consumes_is_named_when_none_is_given(
+    two_queues: tuple[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Its messages waited unseen: only `check --database` said so.
+    registry.task(queue="slow", name="tests.slow")(print)
+    with caplog.at_level(logging.WARNING, logger="astral_taskclaim"):
+        assert consumed_queues([]) == ["slow"]
+        assert consumed_queues(["slow"]) == ["slow"]  # named: left out on purpose
+    found = [r for r in caplog.records if getattr(r, "event", "") == "worker.queue_not_consumed"]
+    assert [r.queue for r in found] == ["fast"]  # type: ignore[attr-defined]
 
 
 def left(alias: str) -> int:
