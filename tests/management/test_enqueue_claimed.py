@@ -118,6 +118,30 @@ def test_the_window_defaults_to_the_registered_tasks(jobs: PostgresQueue) -> Non
     assert json.loads(bodies(jobs)[0])["windowSeconds"] == 45
 
 
+def test_a_queue_of_several_tasks_sends_the_one_named_or_its_default(jobs: PostgresQueue) -> None:
+    # It sent a body naming no task, which a queue without a default gives up
+    # after its retries, and said only "no window" on the way.
+    registry.task(queue="jobs", window_seconds=45, name="jobs.refresh")(lambda task: None)
+    registry.task(queue="jobs", window_seconds=90, name="jobs.report", key_namespace="report")(
+        lambda task: None
+    )
+    try:
+        with pytest.raises(CommandError, match=r"several claimed tasks \(jobs\.refresh, jobs\.rep"):
+            enqueue("jobs", "k", "--task", "1")
+        with pytest.raises(CommandError, match=r"has no claimed task 'jobs\.gone'"):
+            enqueue("jobs", "k", "--task", "1", "--task-name", "jobs.gone")
+        assert bodies(jobs) == []
+        out, _ = enqueue("jobs", "project:1", "--task", "1", "--task-name", "jobs.report")
+        token = out.strip()
+    finally:
+        registry.unregister("jobs")
+    assert bodies(jobs) == [
+        f'{{"key":"report:project:1","claim":"{token}","windowSeconds":90,"task":1,'
+        '"taskName":"jobs.report"}'
+    ]
+    assert claims()["report:project:1"][0] == token
+
+
 class Terminal(io.StringIO):
     """Captured output that says it is a terminal."""
 

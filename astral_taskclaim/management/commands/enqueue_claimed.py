@@ -13,7 +13,7 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -22,6 +22,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from astral_taskclaim.claims.bulk import enqueue_claimed_many
 from astral_taskclaim.claims.claim import enqueue_claimed
+from astral_taskclaim.consumer.dispatch import naming_task
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, message_body
 from astral_taskclaim.core.logtext import printable
@@ -29,7 +30,7 @@ from astral_taskclaim.core.not_migrated import NotMigratedError
 from astral_taskclaim.core.validation import check_encodes, validate_key, validate_window
 from astral_taskclaim.management.base import add_database_argument, database_argument
 from astral_taskclaim.queues import BaseQueue, create_queue, unknown_queue
-from astral_taskclaim.tasks import registry
+from astral_taskclaim.tasks import ClaimedTask, registry
 
 __all__ = ["Command"]
 
@@ -58,6 +59,8 @@ class Command(BaseCommand):
     )
     #: The exit status :meth:`run_from_argv` ends with: 0, or _ALREADY_CLAIMED.
     exit_status = 0
+    #: The key claimed for a KEY given: in the task's ``key_namespace``, if any.
+    claim_key: Callable[[str], str] = staticmethod(lambda key: key)
 
     def run_from_argv(self, argv: list[str]) -> None:
         """Runs the command as ``manage.py`` does, then exits with
@@ -74,16 +77,25 @@ class Command(BaseCommand):
             "--window",
             type=_window,
             default=None,
-            help="Claim window in seconds (default: the queue's task's window_seconds).",
+            help="Claim window in seconds (default: the task's window_seconds).",
+        )
+        parser.add_argument(
+            "--task-name",
+            help="The claimed task of QUEUE to run it, by name, as its .enqueue() would send "
+            "it (its key_namespace applies); default: the queue's one task, or its "
+            "default=True task.",
         )
         parser.add_argument("--file", help="JSON lines to enqueue ('-' reads stdin).")
         add_database_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.exit_status = 0
-        queue = self._queue(options["queue"])
+        queue, task = self._target(options["queue"], options["task_name"])
         using = database_argument(options)
-        default_window = self._default_window(options["queue"], options["window"])
+        default_window = options["window"]
+        if default_window is None and task is not None:
+            default_window = task.window_seconds
+        self.claim_key = (lambda key: key) if task is None else task.claim_key
         if options["file"] is not None:
             if options["key"] is not None or options["task"] is not None:
                 raise CommandError("give either KEY with --task, or --file, not both")
@@ -125,13 +137,28 @@ class Command(BaseCommand):
             raise CommandError("; ".join(errors))
         return queue
 
-    def _default_window(self, alias: str, window: float | None) -> float | None:
-        if window is not None:
-            return window
-        try:
-            return registry.get(alias).window_seconds
-        except LookupError:
-            return None
+    def _target(self, alias: str, name: str | None) -> tuple[BaseQueue, ClaimedTask[Any] | None]:
+        """Queue ``alias`` and the claimed task its messages are for: the
+        one named, or the queue's one or default task (``None``: the queue
+        has no claimed task here); the queue names the task in its bodies
+        when it carries several."""
+        queue = self._queue(alias)
+        tasks = registry.tasks_of(alias)
+        known = ", ".join(task.name for task in tasks) or "none registered"
+        if name is not None:
+            task = next((t for t in tasks if t.name == name), None)
+            if task is None:
+                raise CommandError(f"queue {alias!r} has no claimed task {name!r} ({known})")
+        else:
+            task = tasks[0] if len(tasks) == 1 else next((t for t in tasks if t.default), None)
+            if task is None and tasks:
+                raise CommandError(
+                    f"queue {alias!r} carries several claimed tasks ({known}) and no default: "
+                    "give --task-name"
+                )
+        if task is not None and len(tasks) > 1:
+            queue = naming_task(queue, task.name)
+        return queue, task
 
     def _item(
         self, fields: dict[str, Any], queue: BaseQueue, default_window: float | None, where: str
@@ -142,7 +169,7 @@ class Command(BaseCommand):
         if window is None:
             raise CommandError(f"{where}no window: give --window (or 'window' on each line)")
         try:
-            key = validate_key(fields["key"])
+            key = validate_key(self.claim_key(validate_key(fields["key"])))
             # The rules enqueue_claimed applies (more than 0 included), so
             # no line fails after earlier lines were sent.
             window = validate_window(window, name="window")
