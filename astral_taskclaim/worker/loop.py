@@ -69,8 +69,9 @@ from astral_taskclaim.tasks import registry
 from astral_taskclaim.worker.budget import MessageBudget
 from astral_taskclaim.worker.leases import LeaseKeeper, lease_length
 from astral_taskclaim.worker.one_at_a_time import OneAtATime
+from astral_taskclaim.worker.protocol import default_batch_size
 from astral_taskclaim.worker.shutdown import TwoStageStop
-from astral_taskclaim.worker.side_by_side import SideBySide, default_batch_size
+from astral_taskclaim.worker.side_by_side import SideBySide
 
 __all__ = ["Worker"]
 
@@ -182,8 +183,7 @@ class Worker:
     def run(self) -> WorkerStats:
         """Consumes until stopped, drained (``burst``) or ``max_messages``
         are received; returns the stats. ``TransactionManagementError``
-        inside ``transaction.atomic()``: each claim write and settlement
-        must commit (it retried, reconnecting, for ever)."""
+        inside ``transaction.atomic()``: its writes must commit."""
         alias = self.using or app_settings.DATABASE
         connection = connections[alias]  # not connected: in no transaction, and may be down
         if connection.connection is not None and in_transaction(connection):

@@ -24,7 +24,8 @@ from astral_taskclaim.db.connections import close_connections
 from astral_taskclaim.queues import MessageBatch, ReceivedMessage
 from astral_taskclaim.worker.lanes import POLL_SECONDS
 from astral_taskclaim.worker.leases import LeaseKeeper
-from astral_taskclaim.worker.side_by_side import Worker, task_run
+from astral_taskclaim.worker.protocol import Worker, task_run
+from astral_taskclaim.worker.suspects import suspect_of
 
 __all__ = ["OneAtATime"]
 
@@ -99,17 +100,13 @@ class OneAtATime:
         # crashes runs after the rest, so a worker it kills again has run
         # them, and they do not pile up deliveries unrun behind it.
         batch.messages.sort(key=_deliveries)
-        suspect = _suspect(batch.messages)
+        suspect = suspect_of(batch.messages) if len(batch.messages) > 1 else None
         with worker._lease_keeper(batch.messages) as keeper:
             if suspect is None:
                 self._run_part(batch, batch.messages, keeper)
                 return
-            # A message whose last delivery ran out unsettled may be what
-            # killed that worker, and a kill counts a delivery for every
-            # message leased with it. So it runs alone: the rest of the batch
-            # goes back unrun first (its delivery not counted; the other
-            # suspects stay suspects), and a task that kills its worker uses
-            # up its own attempts, never its batch-mates'.
+            # A suspect runs alone, the rest of its batch handed back first
+            # (see worker.suspects).
             others = [m for m in batch.messages if m is not suspect]
             for message in others:
                 message.hand_back()
@@ -180,15 +177,6 @@ class OneAtATime:
             worker._recover(error, interruptible=False)
             return done
         return len(messages)
-
-
-def _suspect(messages: list[ReceivedMessage]) -> ReceivedMessage | None:
-    """The message of a batch of several to run alone: the most delivered of
-    those whose last delivery ran out unsettled (the first of equals)."""
-    suspects = [m for m in messages if m.unsettled_before]
-    if not suspects or len(messages) == 1:
-        return None
-    return max(suspects, key=_deliveries)
 
 
 def _deliveries(message: ReceivedMessage) -> int:

@@ -38,85 +38,21 @@ import time
 from collections import defaultdict
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 from django.db import close_old_connections
 
 from astral_taskclaim.consumer.event_loop import submit
-from astral_taskclaim.consumer.summary import (
-    ConsumeSummary,
-    MessageConsumer,
-    Outcome,
-    Steps,
-    TaskRun,
-    WorkerStats,
-)
+from astral_taskclaim.consumer.summary import ConsumeSummary, MessageConsumer, Steps
 from astral_taskclaim.db.connections import close_connections
 from astral_taskclaim.queues import MessageBatch, ReceivedMessage
 from astral_taskclaim.worker.lanes import POLL_SECONDS, Lanes
 from astral_taskclaim.worker.leases import LeaseKeeper
-from astral_taskclaim.worker.shutdown import TwoStageStop
+from astral_taskclaim.worker.protocol import Worker, message_key, task_run
+from astral_taskclaim.worker.suspects import hand_back_now, suspect_of
 
-__all__ = ["SideBySide", "default_batch_size", "task_run"]
+__all__ = ["SideBySide"]
 
 logger = logging.getLogger(__name__)
-
-#: Largest batch the default batch size grows to with the concurrency.
-MAX_DEFAULT_BATCH = 100
-
-
-def default_batch_size(concurrency: int) -> int:
-    """Ten messages a thread, from 10 to :data:`MAX_DEFAULT_BATCH`: a
-    receive and a settlement spread over enough messages to cost little."""
-    return min(max(10, 10 * concurrency), MAX_DEFAULT_BATCH)
-
-
-def _message_key(message: ReceivedMessage) -> str | None:
-    """The key a message's body names, if it names one."""
-    body = message.body
-    key = body.get("key") if isinstance(body, dict) else None
-    return key if isinstance(key, str) else None
-
-
-def task_run(queue: str, message: ReceivedMessage, outcome: Outcome, seconds: float) -> TaskRun:
-    """What ``on_run`` is told about one message."""
-    return TaskRun(queue, _message_key(message), message.attempts, outcome, seconds)
-
-
-class Worker(Protocol):
-    """What of :class:`~astral_taskclaim.worker.loop.Worker` this loop and
-    :mod:`~astral_taskclaim.worker.one_at_a_time` use (the worker module
-    imports both)."""
-
-    queue: str
-    concurrency: int
-    batch_size: int
-    max_messages: int | None
-    using: str | None
-    stats: WorkerStats
-    stats_lock: threading.Lock
-    stopper: TwoStageStop
-    recoverable: tuple[type[Exception], ...]
-    on_run: Any
-
-    @property
-    def task(self) -> Any: ...
-
-    def stop(self) -> None: ...
-
-    def _receive(self) -> MessageBatch | None: ...
-
-    def _recover(self, error: BaseException, *, interruptible: bool) -> None: ...
-
-    def _lease_keeper(
-        self, messages: list[ReceivedMessage]
-    ) -> AbstractContextManager[LeaseKeeper | None]: ...
-
-    def _settle(self, messages: list[ReceivedMessage]) -> None: ...
-
-    def _finish_batch(
-        self, batch: MessageBatch, summary: ConsumeSummary, unsettled: list[ReceivedMessage]
-    ) -> None: ...
 
 
 @dataclass(eq=False)
@@ -178,7 +114,11 @@ class SideBySide:
                 batch = worker._receive()
                 if batch is None:
                     break
-                self._start(batch)
+                suspect = suspect_of(batch.messages)
+                if suspect is None:
+                    self._start(batch)
+                else:
+                    self._alone(batch, suspect)
         except BaseException:
             stopping.request()  # the loop failed: nothing more starts
             raise
@@ -199,10 +139,31 @@ class SideBySide:
                 self._lock.wait(POLL_SECONDS)
         self.lanes.close()
 
-    def _start(self, batch: MessageBatch) -> None:
+    def _alone(self, batch: MessageBatch, suspect: ReceivedMessage) -> None:
+        """Runs ``suspect`` with nothing else in flight (:mod:`.suspects`):
+        the rest of its batch goes back at once; so does the suspect while
+        other batches run, to be received again once they are done."""
         worker = self.worker
+        with self._lock:
+            alone = [] if self._open else [suspect]
         with worker.stats_lock:
             worker.stats.batches += 1
+            worker.stats.received += len(batch.messages) - len(alone)
+        hand_back_now(worker, batch.queue, [m for m in batch.messages if m not in alone])
+        self._wait_idle()
+        if alone:
+            self._start(MessageBatch(batch.queue, alone), counted=True)
+            self._wait_idle()
+
+    def _wait_idle(self) -> None:
+        with self._lock:
+            while self._open and not self.worker.stopper.requested:
+                self._lock.wait(POLL_SECONDS)
+
+    def _start(self, batch: MessageBatch, *, counted: bool = False) -> None:
+        worker = self.worker
+        with worker.stats_lock:
+            worker.stats.batches += 0 if counted else 1
             worker.stats.received += len(batch.messages)
         keeping = worker._lease_keeper(batch.messages)
         keeper = keeping.__enter__()
@@ -221,7 +182,7 @@ class SideBySide:
         with self._lock:
             self._open += 1
         for message in batch.messages:
-            key = _message_key(message)
+            key = message_key(message)
             self.lanes.put(key, _Item(track, message, key))
 
     def _run_one(self, item: _Item) -> bool:

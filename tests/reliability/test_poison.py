@@ -116,11 +116,11 @@ def test_poison_never_stops_the_workers_and_no_healthy_task_is_lost(fleet: Fleet
     assert fleet.messages_left() == 0
 
 
-@pytest.mark.parametrize("max_retries", [0, 1])
+@pytest.mark.parametrize(("concurrency", "max_retries"), [(1, 0), (1, 1), (4, 0)])
 def test_a_killer_in_a_batch_uses_up_its_own_attempts_not_its_batch_mates(
-    fleet: Fleet, max_retries: int
+    fleet: Fleet, concurrency: int, max_retries: int
 ) -> None:
-    # Batches of 12 at concurrency 1: each kill counted a delivery for every
+    # Batches of 12: each kill counted a delivery for every
     # message of the batch, so its healthy batch-mates were given up unrun
     # after max_retries + 1 kills. A message whose last delivery ran out
     # unsettled now runs alone, the rest of its batch handed back first.
@@ -131,7 +131,7 @@ def test_a_killer_in_a_batch_uses_up_its_own_attempts_not_its_batch_mates(
     while fleet.messages_left():
         assert time.monotonic() < deadline, "messages stuck in the queue"
         if not fleet.running():
-            fleet.start("--batch-size", "12", "--wait", "1")
+            fleet.start("--batch-size", "12", "--wait", "1", "--concurrency", str(concurrency))
         time.sleep(0.2)  # a supervisor's restart delay, not a wait for an event
     for worker in fleet.running():
         worker.stop()

@@ -20,7 +20,7 @@ from astral_taskclaim.consumer.summary import MessageConsumer
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
 from astral_taskclaim.worker.loop import Worker
-from astral_taskclaim.worker.side_by_side import default_batch_size
+from astral_taskclaim.worker.protocol import default_batch_size
 from tests.eventkit import EventWaiter
 from tests.testapp.models import Room
 

@@ -1,0 +1,71 @@
+"""Internal: what the worker's two loops (:mod:`.one_at_a_time`,
+:mod:`.side_by_side`) need of their :class:`~astral_taskclaim.worker.loop.Worker`
+(the worker module imports both), and what they tell its ``on_run``."""
+
+from __future__ import annotations
+
+import threading
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+from astral_taskclaim.consumer.summary import ConsumeSummary, Outcome, TaskRun, WorkerStats
+from astral_taskclaim.queues import MessageBatch, ReceivedMessage
+from astral_taskclaim.worker.leases import LeaseKeeper
+from astral_taskclaim.worker.shutdown import TwoStageStop
+
+__all__ = ["Worker", "default_batch_size", "message_key", "task_run"]
+
+#: Largest batch the default batch size grows to with the concurrency.
+_MAX_DEFAULT_BATCH = 100
+
+
+def default_batch_size(concurrency: int) -> int:
+    """Ten messages a thread, from 10 to :data:`_MAX_DEFAULT_BATCH`: a
+    receive and a settlement spread over enough messages to cost little."""
+    return min(max(10, 10 * concurrency), _MAX_DEFAULT_BATCH)
+
+
+def message_key(message: ReceivedMessage) -> str | None:
+    """The key a message's body names, if it names one."""
+    body = message.body
+    key = body.get("key") if isinstance(body, dict) else None
+    return key if isinstance(key, str) else None
+
+
+def task_run(queue: str, message: ReceivedMessage, outcome: Outcome, seconds: float) -> TaskRun:
+    """What ``on_run`` is told about one message."""
+    return TaskRun(queue, message_key(message), message.attempts, outcome, seconds)
+
+
+class Worker(Protocol):
+    """What of :class:`~astral_taskclaim.worker.loop.Worker` the loops use."""
+
+    queue: str
+    concurrency: int
+    batch_size: int
+    max_messages: int | None
+    using: str | None
+    stats: WorkerStats
+    stats_lock: threading.Lock
+    stopper: TwoStageStop
+    recoverable: tuple[type[Exception], ...]
+    on_run: Any
+
+    @property
+    def task(self) -> Any: ...
+
+    def stop(self) -> None: ...
+
+    def _receive(self) -> MessageBatch | None: ...
+
+    def _recover(self, error: BaseException, *, interruptible: bool) -> None: ...
+
+    def _lease_keeper(
+        self, messages: list[ReceivedMessage]
+    ) -> AbstractContextManager[LeaseKeeper | None]: ...
+
+    def _settle(self, messages: list[ReceivedMessage]) -> None: ...
+
+    def _finish_batch(
+        self, batch: MessageBatch, summary: ConsumeSummary, unsettled: list[ReceivedMessage]
+    ) -> None: ...
