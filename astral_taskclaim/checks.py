@@ -14,6 +14,7 @@ W004       warning  pg_cron is not loaded and ``TASKCLAIM_UPKEEP`` is off:
 E005       error    A configured ``TASKCLAIM_*_ROLE`` does not exist.
 E006       error    A ``TASKCLAIM_*`` setting has a wrong type or value.
 W007       warning  The server could not be inspected (the error is shown).
+W008       warning  A ``TASKCLAIM_*`` setting the app does not read (a typo).
 E010       error    A ``TASKCLAIM_QUEUES`` entry cannot be loaded.
 E011       error    A PostgreSQL queue's ``database`` option is not a PostgreSQL alias.
 E012       error    A queue backend lacks a required option.
@@ -21,6 +22,7 @@ E013       error    A queue backend option has a wrong type or value.
 E014       error    A queue backend has an option it does not know (a typo).
 E015       error    A queue's ``outbox`` cannot work: the queue is not a remote
                     one, or ``TASKCLAIM_DATABASE`` is not PostgreSQL.
+E016       error    A ``TASKCLAIM_QUEUES`` entry has a key it does not take.
 W018       warning  A PostgreSQL queue lives outside ``TASKCLAIM_DATABASE``.
 E020       error    A ``DbSlugField``'s ``source`` is not a text field.
 W021       warning  A ``DbSlugField`` is shorter than its source field.
@@ -70,6 +72,8 @@ from django.core.management.commands.migrate import Command as Migrate
 from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+# core.checks registers W008 and E016 too.
+from astral_taskclaim.core.checks import configured_queues
 from astral_taskclaim.core.conf import AppSettings, app_settings
 from astral_taskclaim.core.not_migrated import advice, missing_tables
 from astral_taskclaim.db import roles
@@ -165,19 +169,10 @@ def _version_messages(server_version: int, *, uses_slug: bool = True) -> list[ch
     return []
 
 
-def _queue_aliases() -> list[str] | None:
-    """The aliases of ``TASKCLAIM_QUEUES``; ``None`` when the setting is
-    malformed, which E006 reports (the checks reading it then say nothing)."""
-    try:
-        return list(app_settings.QUEUES)
-    except ImproperlyConfigured:
-        return None
-
-
 @checks.register()
 def check_task_queues(**kwargs: Any) -> list[checks.CheckMessage]:
     """E031 for a claimed task whose queue ``TASKCLAIM_QUEUES`` lacks."""
-    configured = _queue_aliases()
+    configured = configured_queues()
     if configured is None:
         return []
     return [
@@ -234,8 +229,7 @@ def _ask(connection: BaseDatabaseWrapper, query: str) -> Any:
 @checks.register()
 def check_queues(**kwargs: Any) -> list[checks.CheckMessage]:
     """E010 for a queue that cannot be loaded, then each backend's ``check()``."""
-    aliases = _queue_aliases() or []
-    return [message for alias in aliases for message in check_queue(alias)]
+    return [message for alias in configured_queues() or {} for message in check_queue(alias)]
 
 
 def _run_by_migrate() -> bool:

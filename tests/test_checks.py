@@ -6,12 +6,15 @@ from io import StringIO
 
 import pytest
 from django.core import checks as django_checks
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.db import connection
 from django.test import override_settings
 
 from astral_taskclaim import checks
+from astral_taskclaim.core import checks as core_checks
+from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.envelope import message_body
 from astral_taskclaim.db import cron
 from astral_taskclaim.queues.postgres import PostgresQueue
@@ -28,6 +31,8 @@ def ids(messages: list[object]) -> list[str]:
 def test_clean_configuration_passes() -> None:
     assert checks.check_settings() == []
     assert checks.check_queues() == []
+    assert core_checks.check_setting_names() == []
+    assert core_checks.check_queue_keys() == []
 
 
 def test_e001_database_is_not_postgresql() -> None:
@@ -196,3 +201,85 @@ def test_w034_a_queue_holding_messages_no_registered_task_consumes() -> None:
             assert worker_checks.check_unconsumed_queues(databases=["default"]) == []
         finally:
             registry.unregister("jobs")
+
+
+POSTGRES = {"BACKEND": "astral_taskclaim.queues.postgres.PostgresQueue"}
+
+
+@pytest.mark.parametrize(
+    ("name", "guess"),
+    [
+        ("TASKCLAIM_UPKEP", "; did you mean TASKCLAIM_UPKEEP?"),
+        ("TASKCLAIM_QUEUE", "; did you mean TASKCLAIM_QUEUES?"),
+        ("TASKCLAIM_Delay_Scale", "; did you mean TASKCLAIM_DELAY_SCALE?"),
+        ("TASKCLAIM_FROBNICATE", ""),
+    ],
+)
+def test_w008_a_taskclaim_setting_the_app_does_not_read(name: str, guess: str) -> None:
+    with override_settings(**{name: True}):
+        messages = core_checks.check_setting_names()
+    assert ids(messages) == ["astral_taskclaim.W008"]
+    assert messages[0].msg == (
+        f"setting {name} is not one astral_taskclaim reads, so it has no effect{guess}"
+    )
+    assert messages[0].obj == name
+    assert "TASKCLAIM_UPKEEP" in (messages[0].hint or "")
+    assert "silence astral_taskclaim.W008" in (messages[0].hint or "")
+
+
+def test_w008_knows_every_setting_of_app_settings_and_only_those() -> None:
+    known = core_checks._known_settings()
+    assert "TASKCLAIM_UPKEEP" in known
+    assert "TASKCLAIM_QUEUES" in known
+    # Each name is the one its property reads: a value no setting takes
+    # makes the property raise, naming that setting.
+    for name in known:
+        with override_settings(**{name: object()}):
+            attribute = name.removeprefix("TASKCLAIM_")
+            with pytest.raises(ImproperlyConfigured, match=name):
+                getattr(app_settings, attribute)
+            assert core_checks.check_setting_names() == []
+    # Not a setting's prefix alone, nor other apps' settings.
+    with override_settings(TASKCLAIMS=1, OTHER_TASKCLAIM_UPKEP=1):
+        assert core_checks.check_setting_names() == []
+
+
+@pytest.mark.parametrize(
+    ("key", "guess"),
+    [
+        ("HISTROY", "; did you mean 'HISTORY'?"),
+        ("backend", "; did you mean 'BACKEND'?"),
+        ("Options", "; did you mean 'OPTIONS'?"),
+        ("visibility_timeout", ""),
+        (7, ""),
+    ],
+)
+def test_e016_an_unknown_key_of_a_queue_entry(key: object, guess: str) -> None:
+    config: dict[object, object] = {**POSTGRES, key: "none"}
+    with override_settings(TASKCLAIM_QUEUES={"default": POSTGRES, "jobs": config}):
+        messages = core_checks.check_queue_keys()
+    assert ids(messages) == ["astral_taskclaim.E016"]
+    assert messages[0].msg == (
+        f"TASKCLAIM_QUEUES['jobs'] has unknown key {key!r}; allowed: BACKEND, OPTIONS, "
+        f"HISTORY{guess}"
+    )
+    assert messages[0].obj == "jobs"
+    assert "OPTIONS" in (messages[0].hint or "")
+
+
+def test_e016_not_for_the_keys_a_queue_entry_takes_nor_for_a_bad_option() -> None:
+    configured = {
+        "default": {**POSTGRES, "OPTIONS": {"visibilty_timeout": 5}, "HISTORY": "none"},
+        "broken": ["not", "a", "dict"],  # E010 says so
+    }
+    with override_settings(TASKCLAIM_QUEUES=configured):
+        assert core_checks.check_queue_keys() == []
+        assert "astral_taskclaim.E014" in ids(checks.check_queues())
+    with override_settings(TASKCLAIM_QUEUES=["default"]):  # E006 says so
+        assert core_checks.check_queue_keys() == []
+
+
+def test_w008_and_e016_are_registered_checks() -> None:
+    registered = django_checks.registry.registry.get_checks()
+    assert core_checks.check_setting_names in registered
+    assert core_checks.check_queue_keys in registered

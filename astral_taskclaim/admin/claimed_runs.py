@@ -16,7 +16,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
@@ -27,6 +27,23 @@ from astral_taskclaim.models import Claim, ClaimedRun
 from astral_taskclaim.tasks import registry
 
 __all__ = ["ClaimedRunAdmin"]
+
+#: Why a selected run of each status but ``FAILED`` is not enqueued again.
+_NOT_FAILED = {
+    "SUCCESSFUL": _("it succeeded; nothing to enqueue again"),
+    "RETRYING": _("it is still being retried; its own message runs it again"),
+}
+
+#: The most selected runs that did not fail named one by one; the rest are
+#: summed up in one message (a selection across the table may hold millions).
+_NAMED_SKIPS = 10
+
+
+def _run_message(run: object, problem: str) -> str:
+    """What the retry action says of ``run``. The admin capitalizes each
+    message's first letter, so the text starts with a word, not the id,
+    which it shows exactly."""
+    return _("Run %(run)s: %(problem)s") % {"run": run, "problem": problem}
 
 
 class _TaskFilter(admin.SimpleListFilter):
@@ -145,7 +162,9 @@ class ClaimedRunAdmin(LargeTableAdmin[ClaimedRun]):
     @admin.action(description=_("Enqueue selected failed runs again"), permissions=("retry",))
     def retry_runs(self, request: HttpRequest, queryset: QuerySet[ClaimedRun]) -> None:
         """Enqueues each failed run's task again, with its key and payload,
-        under a fresh claim; says which could not be and why."""
+        under a fresh claim; says which could not be and why, and why each
+        selected run that did not fail is not."""
+        self._explain_not_failed(request, queryset)
         tasks = {task.name: task for task in registry}
         enqueued = 0
         claims = Claim.objects.using(app_settings.DATABASE).active()
@@ -168,7 +187,7 @@ class ClaimedRunAdmin(LargeTableAdmin[ClaimedRun]):
                     if token is None:
                         problem = str(_("its key was claimed meanwhile"))
             if problem is not None:
-                self.message_user(request, format_html("{}: {}", row.pk, problem), messages.WARNING)
+                self.message_user(request, _run_message(row.pk, problem), messages.WARNING)
                 continue
             enqueued += 1
         text = ngettext(
@@ -178,3 +197,15 @@ class ClaimedRunAdmin(LargeTableAdmin[ClaimedRun]):
         )
         level = messages.SUCCESS if enqueued else messages.INFO
         self.message_user(request, text % {"count": enqueued}, level)
+
+    def _explain_not_failed(self, request: HttpRequest, queryset: QuerySet[ClaimedRun]) -> None:
+        """One message for each selected run that did not fail (the first
+        :data:`_NAMED_SKIPS`, then one for the rest): why it is not enqueued."""
+        rows = queryset.exclude(status="FAILED").values_list("pk", "status")
+        skipped = list(rows[: _NAMED_SKIPS + 1])
+        for run, status in skipped[:_NAMED_SKIPS]:
+            reason = _NOT_FAILED.get(status) or _("its status is %(status)s") % {"status": status}
+            self.message_user(request, _run_message(run, str(reason)), messages.INFO)
+        if len(skipped) > _NAMED_SKIPS:
+            text = _("The other selected runs that did not fail are not enqueued again either.")
+            self.message_user(request, text, messages.INFO)

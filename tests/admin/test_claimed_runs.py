@@ -36,8 +36,15 @@ def task() -> Iterator[ClaimedTask[Any]]:
         cursor.execute("DELETE FROM taskclaim.message")
 
 
-def add_run(status: str, key: str, *, payload: Any = None, traceback: str = "Boom\n") -> str:
-    run_id = str(uuid.uuid4())
+def add_run(
+    status: str,
+    key: str,
+    *,
+    payload: Any = None,
+    traceback: str = "Boom\n",
+    run_id: str | None = None,
+) -> str:
+    run_id = run_id or str(uuid.uuid4())
     errors = (
         []
         if status == "SUCCESSFUL"
@@ -151,3 +158,42 @@ def test_retry_says_why_a_run_was_not_enqueued(task: ClaimedTask[Any]) -> None:
     assert "0 runs enqueued again under a new claim." in page
     assert messages_sent() == []
     assert ClaimedRun.objects.count() == 2
+
+
+def test_retry_shows_a_run_id_starting_with_a_letter_as_it_is(task: ClaimedTask[Any]) -> None:
+    # The admin capitalizes each message's first letter: the id must not come first.
+    run_id = "a14b77ea-0000-4000-8000-000000000001"
+    add_run("FAILED", "project:8", payload={"id": 8}, run_id=run_id)
+    token = claim_task("project:8", window_seconds=300)
+    retrier = client_for(staff("retrier", "view_claimedrun", "add_claimedrun"))
+    form = {"action": "retry_runs", "_selected_action": [run_id]}
+    page = retrier.post(CHANGELIST, form, follow=True).content.decode()
+    assert f"Run {run_id}: its key is claimed (run {token})" in page
+    assert "A14b77ea" not in page
+
+
+def test_retry_says_why_a_run_that_did_not_fail_is_not_enqueued(task: ClaimedTask[Any]) -> None:
+    done = add_run("SUCCESSFUL", "project:9", payload={"id": 9})
+    retrying = add_run("RETRYING", "project:10", payload={"id": 10})
+    failed = add_run("FAILED", "project:11", payload={"id": 11})
+    retrier = client_for(staff("retrier", "view_claimedrun", "add_claimedrun"))
+    form = {"action": "retry_runs", "_selected_action": [done, retrying, failed]}
+    page = retrier.post(CHANGELIST, form, follow=True).content.decode()
+    assert f"Run {done}: it succeeded; nothing to enqueue again" in page
+    assert f"Run {retrying}: it is still being retried; its own message runs it again" in page
+    assert "1 run enqueued again under a new claim." in page
+    [body] = messages_sent()
+    assert body["key"] == "project:11"
+
+
+def test_retry_names_ten_runs_that_did_not_fail_and_sums_up_the_rest(
+    task: ClaimedTask[Any],
+) -> None:
+    done = [add_run("SUCCESSFUL", f"project:done-{n}") for n in range(12)]
+    retrier = client_for(staff("retrier", "view_claimedrun", "add_claimedrun"))
+    form = {"action": "retry_runs", "_selected_action": done}
+    page = retrier.post(CHANGELIST, form, follow=True).content.decode()
+    assert page.count(": it succeeded; nothing to enqueue again") == 10
+    assert "The other selected runs that did not fail are not enqueued again either." in page
+    assert "0 runs enqueued again under a new claim." in page
+    assert messages_sent() == []
