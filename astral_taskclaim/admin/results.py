@@ -136,7 +136,7 @@ class TaskResultAdmin(ModelAdminOf[StoredTaskResult]):
             # A coalescing run's key still claimed would return its holder, not a new run.
             holder = None if row.key is None else claims.filter(key=row.key).first()
             if holder is not None:
-                text = _("%(run)s: not enqueued: its key is claimed by run %(holder)s") % {
+                text = _("Run %(run)s: not enqueued: its key is claimed by run %(holder)s") % {
                     "run": row.pk,
                     "holder": holder.token,
                 }
@@ -149,7 +149,7 @@ class TaskResultAdmin(ModelAdminOf[StoredTaskResult]):
                 task.enqueue(*row.args, **row.kwargs)
             except Exception as error:
                 self.message_user(
-                    request, f"{row.pk}: {type(error).__name__}: {error}", messages.ERROR
+                    request, f"Run {row.pk}: {type(error).__name__}: {error}", messages.ERROR
                 )
                 continue
             retried += 1

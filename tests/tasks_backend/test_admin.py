@@ -134,7 +134,7 @@ def test_retry_says_so_when_the_runs_key_is_still_claimed(staff: Any) -> None:
         url, {"action": "retry_runs", "_selected_action": [cancelled.id]}, follow=True
     )
     page = response.content.decode()
-    assert f"not enqueued: its key is claimed by run {current.id}" in page
+    assert f"Run {cancelled.id}: not enqueued: its key is claimed by run {current.id}" in page
     assert "0 runs enqueued again." in page
     assert message_rows() == queued
 
