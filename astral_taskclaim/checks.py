@@ -202,7 +202,9 @@ def check_shared_queues(**kwargs: Any) -> list[checks.CheckMessage]:
             checks.Warning(
                 f"queue {queue!r} carries {len(tasks)} claimed tasks ({names}): its messages "
                 "name their task in a field a TypeScript consumer ignores",
-                hint="Consume it with Python workers only, or give each task its own queue.",
+                hint="Consume it with Python workers only, or give each task its own queue. "
+                'Where no TypeScript consumer reads it, add "astral_taskclaim.W034" to '
+                "SILENCED_SYSTEM_CHECKS.",
                 obj=queue,
                 id=ID.format("W034"),
             )
