@@ -24,8 +24,7 @@ from astral_taskclaim.db.connections import close_connections
 from astral_taskclaim.queues import MessageBatch, ReceivedMessage
 from astral_taskclaim.worker.lanes import POLL_SECONDS
 from astral_taskclaim.worker.leases import LeaseKeeper
-from astral_taskclaim.worker.protocol import Worker, task_run
-from astral_taskclaim.worker.suspects import suspect_of
+from astral_taskclaim.worker.protocol import Worker, hand_back_now, suspect_of, task_run
 
 __all__ = ["OneAtATime"]
 
@@ -76,13 +75,10 @@ class OneAtATime:
         back = [m for m in waiting if keeper is None or not keeper.lost(m)]
         if not back:
             return
-        for message in back:
-            message.hand_back()
         if keeper is not None:
             keeper.drop(waiting)  # no extension may follow their settlement
         try:
-            summary = ConsumeSummary(queue=worker.queue, returned=len(back))
-            worker._finish_batch(MessageBatch(worker.queue, back), summary, back)
+            hand_back_now(worker, worker.queue, back)
         finally:
             close_connections()  # this thread's
         logger.info(
@@ -101,45 +97,26 @@ class OneAtATime:
         # them, and they do not pile up deliveries unrun behind it.
         batch.messages.sort(key=_deliveries)
         suspect = suspect_of(batch.messages) if len(batch.messages) > 1 else None
-        with worker._lease_keeper(batch.messages) as keeper:
-            if suspect is None:
-                self._run_part(batch, batch.messages, keeper)
-                return
+        if suspect is not None:
             # A suspect runs alone, the rest of its batch handed back first
-            # (see worker.suspects).
-            others = [m for m in batch.messages if m is not suspect]
-            for message in others:
-                message.hand_back()
-            self._run_part(batch, [], keeper, handed_back=others)
-            self._run_part(batch, [suspect], keeper)
-
-    def _run_part(
-        self,
-        batch: MessageBatch,
-        messages: list[ReceivedMessage],
-        keeper: LeaseKeeper | None,
-        *,
-        handed_back: list[ReceivedMessage] | None = None,
-    ) -> None:
-        """Runs ``messages`` of ``batch`` in order until done or stopped,
-        hands back what a stop left unrun, and settles them (with the
-        ``handed_back`` ones) at once."""
+            # (see worker.protocol).
+            hand_back_now(worker, batch.queue, [m for m in batch.messages if m is not suspect])
+            batch = MessageBatch(batch.queue, [suspect])
         summary = ConsumeSummary(queue=batch.queue)
-        with self._lock:
-            self._part, self._next, self._taken, self._keeper = messages, 0, False, keeper
-        done = self._run(batch.queue, messages, summary, keeper)
-        with self._lock:
-            if self._taken:  # the watcher settled those from self._next on
-                messages, done = messages[: self._next], min(done, self._next)
-            self._part, self._next, self._taken = [], 0, False
+        messages = batch.messages
+        with worker._lease_keeper(messages) as keeper:
+            with self._lock:
+                self._part, self._next, self._taken, self._keeper = messages, 0, False, keeper
+            done = self._run(batch.queue, messages, summary, keeper)
+            with self._lock:
+                if self._taken:  # the watcher settled those from self._next on
+                    messages, done = messages[: self._next], min(done, self._next)
+                self._part, self._next, self._taken = [], 0, False
         returned = [m for m in messages[done:] if keeper is None or not keeper.lost(m)]
         for message in returned:
             message.hand_back()
-        settled = [*messages, *(handed_back or ())]
-        summary.returned = len(returned) + len(handed_back or ())
-        if keeper is not None and len(settled) < len(batch.messages):
-            keeper.drop(settled)  # no extension may follow their settlement
-        self.worker._finish_batch(MessageBatch(batch.queue, settled), summary, settled)
+        summary.returned = len(returned)
+        worker._finish_batch(batch, summary, messages)
 
     def _run(
         self,

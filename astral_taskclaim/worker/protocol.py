@@ -1,6 +1,18 @@
 """Internal: what the worker's two loops (:mod:`.one_at_a_time`,
 :mod:`.side_by_side`) need of their :class:`~astral_taskclaim.worker.loop.Worker`
-(the worker module imports both), and what they tell its ``on_run``."""
+(the worker module imports both), what they tell its ``on_run``, and what
+both do alike: hand messages back at once, and pick a suspect.
+
+A worker that dies (a task's ``os._exit()``, SIGKILL, out of memory) leaves
+every message it had leased unsettled, and each comes back counted one more
+delivery, run or not. The PostgreSQL queue says which messages came back so
+(:attr:`~astral_taskclaim.queues.ReceivedMessage.unsettled_before`): such a
+*suspect* may be what killed its worker. Both loops run a suspect alone,
+nothing else of the queue in flight beside it, after handing the rest of
+its batch back unrun (their delivery not counted; other suspects stay
+suspects, each to run alone in turn), so a task that kills its worker uses
+up its own attempts, never its batch-mates'.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +25,14 @@ from astral_taskclaim.queues import MessageBatch, ReceivedMessage
 from astral_taskclaim.worker.leases import LeaseKeeper
 from astral_taskclaim.worker.shutdown import TwoStageStop
 
-__all__ = ["Worker", "default_batch_size", "message_key", "task_run"]
+__all__ = [
+    "Worker",
+    "default_batch_size",
+    "hand_back_now",
+    "message_key",
+    "suspect_of",
+    "task_run",
+]
 
 #: Largest batch the default batch size grows to with the concurrency.
 _MAX_DEFAULT_BATCH = 100
@@ -69,3 +88,22 @@ class Worker(Protocol):
     def _finish_batch(
         self, batch: MessageBatch, summary: ConsumeSummary, unsettled: list[ReceivedMessage]
     ) -> None: ...
+
+
+def suspect_of(messages: list[ReceivedMessage]) -> ReceivedMessage | None:
+    """The suspect of ``messages`` to run next: the most delivered (the
+    first of equals), or ``None`` when none is one."""
+    suspects = [m for m in messages if m.unsettled_before]
+    return max(suspects, key=lambda m: m.attempts) if suspects else None
+
+
+def hand_back_now(worker: Worker, queue: str, messages: list[ReceivedMessage]) -> None:
+    """Hands ``messages`` (received, none started, none kept by a lease
+    keeper any more) back unrun and settles them at once, counted as
+    returned."""
+    if not messages:
+        return
+    for message in messages:
+        message.hand_back()
+    summary = ConsumeSummary(queue=queue, returned=len(messages))
+    worker._finish_batch(MessageBatch(queue, messages), summary, messages)

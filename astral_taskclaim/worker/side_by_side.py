@@ -47,8 +47,13 @@ from astral_taskclaim.db.connections import close_connections
 from astral_taskclaim.queues import MessageBatch, ReceivedMessage
 from astral_taskclaim.worker.lanes import POLL_SECONDS, Lanes
 from astral_taskclaim.worker.leases import LeaseKeeper
-from astral_taskclaim.worker.protocol import Worker, message_key, task_run
-from astral_taskclaim.worker.suspects import hand_back_now, suspect_of
+from astral_taskclaim.worker.protocol import (
+    Worker,
+    hand_back_now,
+    message_key,
+    suspect_of,
+    task_run,
+)
 
 __all__ = ["SideBySide"]
 
@@ -140,7 +145,7 @@ class SideBySide:
         self.lanes.close()
 
     def _alone(self, batch: MessageBatch, suspect: ReceivedMessage) -> None:
-        """Runs ``suspect`` with nothing else in flight (:mod:`.suspects`):
+        """Runs ``suspect`` with nothing else in flight (:mod:`.protocol`):
         the rest of its batch goes back at once; so does the suspect while
         other batches run, to be received again once they are done."""
         worker = self.worker
@@ -148,7 +153,7 @@ class SideBySide:
             alone = [] if self._open else [suspect]
         with worker.stats_lock:
             worker.stats.batches += 1
-            worker.stats.received += len(batch.messages) - len(alone)
+            worker.stats.received += len(batch.messages)
         hand_back_now(worker, batch.queue, [m for m in batch.messages if m not in alone])
         self._wait_idle()
         if alone:
@@ -162,9 +167,10 @@ class SideBySide:
 
     def _start(self, batch: MessageBatch, *, counted: bool = False) -> None:
         worker = self.worker
-        with worker.stats_lock:
-            worker.stats.batches += 0 if counted else 1
-            worker.stats.received += len(batch.messages)
+        if not counted:
+            with worker.stats_lock:
+                worker.stats.batches += 1
+                worker.stats.received += len(batch.messages)
         keeping = worker._lease_keeper(batch.messages)
         keeper = keeping.__enter__()
         summary = ConsumeSummary(queue=batch.queue)
@@ -173,10 +179,7 @@ class SideBySide:
         except worker.recoverable as error:
             self._error = error
             keeping.__exit__(None, None, None)
-            for message in batch.messages:
-                message.hand_back()
-            summary.returned = len(batch.messages)
-            worker._finish_batch(batch, summary, batch.messages)
+            hand_back_now(worker, batch.queue, batch.messages)
             return
         track = _Batch(batch, consumer, keeper, keeping, summary, left=len(batch.messages))
         with self._lock:
