@@ -73,7 +73,7 @@ from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 # core.checks registers W008 and E016 too.
-from astral_taskclaim.core.checks import configured_queues
+from astral_taskclaim.core.checks import CHECK_ID, configured_queues
 from astral_taskclaim.core.conf import AppSettings, app_settings
 from astral_taskclaim.core.not_migrated import advice, missing_tables
 from astral_taskclaim.db import roles
@@ -99,7 +99,6 @@ __all__ = [
 
 MIN_SERVER_VERSION = 140000
 NATIVE_SLUG_VERSION = 170000
-ID = "astral_taskclaim.{}"
 
 
 @checks.register()
@@ -112,14 +111,14 @@ def check_settings(**kwargs: Any) -> list[checks.CheckMessage]:
             if isinstance(member, property):
                 getattr(app_settings, name)
     except ImproperlyConfigured as error:
-        return [checks.Error(str(error), id=ID.format("E006"))]
+        return [checks.Error(str(error), id=CHECK_ID.format("E006"))]
     vendor = connections[alias].vendor
     if vendor != "postgresql":
         return [
             checks.Error(
                 f"Database {alias!r} uses {vendor}; astral_taskclaim needs PostgreSQL 14 or newer.",
                 hint="Point TASKCLAIM_DATABASE at a PostgreSQL database.",
-                id=ID.format("E001"),
+                id=CHECK_ID.format("E001"),
             )
         ]
     return []
@@ -150,7 +149,7 @@ def _version_messages(server_version: int, *, uses_slug: bool = True) -> list[ch
         return [
             checks.Error(
                 f"PostgreSQL {server_version // 10000} is too old; astral_taskclaim needs 14+.",
-                id=ID.format("E002"),
+                id=CHECK_ID.format("E002"),
             )
         ]
     if server_version < NATIVE_SLUG_VERSION and uses_slug:
@@ -163,7 +162,7 @@ def _version_messages(server_version: int, *, uses_slug: bool = True) -> list[ch
                 "slugs made here must equal slugs made on PostgreSQL 17+.",
                 hint="Upgrade to PostgreSQL 17+, or add 'astral_taskclaim.W003' to "
                 "SILENCED_SYSTEM_CHECKS if slugs are only compared within this server.",
-                id=ID.format("W003"),
+                id=CHECK_ID.format("W003"),
             )
         ]
     return []
@@ -182,7 +181,7 @@ def check_task_queues(**kwargs: Any) -> list[checks.CheckMessage]:
             hint=f"Add {task.queue!r} to TASKCLAIM_QUEUES, or pass one of its aliases as "
             "@claimed_task(queue=...).",
             obj=task.name,
-            id=ID.format("E031"),
+            id=CHECK_ID.format("E031"),
         )
         for task in registry
         if task.queue not in configured
@@ -206,7 +205,7 @@ def check_shared_queues(**kwargs: Any) -> list[checks.CheckMessage]:
                 'Where no TypeScript consumer reads it, add "astral_taskclaim.W034" to '
                 "SILENCED_SYSTEM_CHECKS.",
                 obj=queue,
-                id=ID.format("W034"),
+                id=CHECK_ID.format("W034"),
             )
         )
         if not any(task.default for task in tasks):
@@ -216,7 +215,7 @@ def check_shared_queues(**kwargs: Any) -> list[checks.CheckMessage]:
                     "naming no task (a TypeScript producer's) is retried, then given up",
                     hint="Declare one of them @claimed_task(default=True).",
                     obj=queue,
-                    id=ID.format("W035"),
+                    id=CHECK_ID.format("W035"),
                 )
             )
     return found
@@ -272,7 +271,9 @@ def check_server(
         relayed = _ask(connection, PROBE) != connection.connection.info.backend_pid
     except DatabaseError as error:
         return [
-            checks.Warning(f"Could not inspect database {alias!r}: {error}", id=ID.format("W007"))
+            checks.Warning(
+                f"Could not inspect database {alias!r}: {error}", id=CHECK_ID.format("W007")
+            )
         ]
     if cron_database is None and not app_settings.UPKEEP:
         messages.append(
@@ -282,7 +283,7 @@ def check_server(
                 hint="Run `manage.py taskclaim_delete_expired` hourly (cron, systemd timer or "
                 "your scheduler), turn TASKCLAIM_UPKEEP on (the workers do it), or load "
                 "pg_cron and migrate again.",
-                id=ID.format("W004"),
+                id=CHECK_ID.format("W004"),
             )
         )
     if absent and not _run_by_migrate():
@@ -291,7 +292,7 @@ def check_server(
                 f"astral_taskclaim is not migrated in database {alias!r} "
                 f"({', '.join(absent)} missing): claims, enqueues and workers fail until it is.",
                 hint=advice(alias).capitalize() + ".",
-                id=ID.format("W030"),
+                id=CHECK_ID.format("W030"),
             )
         )
     if cleaned is False:
@@ -302,13 +303,13 @@ def check_server(
                 hint="Run `manage.py taskclaim_delete_expired --schedule` as a user pg_cron "
                 "lets schedule jobs, or run `manage.py taskclaim_delete_expired` hourly from "
                 "cron or your scheduler.",
-                id=ID.format("W032"),
+                id=CHECK_ID.format("W032"),
             )
         )
     if relayed:
         messages.extend(_pooler_messages(connection))
     messages.extend(
-        checks.Error(roles.how_to_create(setting, role), id=ID.format("E005"))
+        checks.Error(roles.how_to_create(setting, role), id=CHECK_ID.format("E005"))
         for setting, role in missing.items()
     )
     return messages
@@ -329,7 +330,7 @@ def _pooler_messages(connection: BaseDatabaseWrapper) -> list[checks.CheckMessag
                 "server-side cursors (QuerySet.iterator()) fail.",
                 hint=f"Set DATABASES[{alias!r}]['DISABLE_SERVER_SIDE_CURSORS'] = True; "
                 "behind a pooler in session mode, silence astral_taskclaim.W040.",
-                id=ID.format("W040"),
+                id=CHECK_ID.format("W040"),
             )
         )
     if (connection.settings_dict.get("OPTIONS") or {}).get("assume_role"):
@@ -340,7 +341,7 @@ def _pooler_messages(connection: BaseDatabaseWrapper) -> list[checks.CheckMessag
                 "one server connection only, so queries may run as the login user.",
                 hint="Log in as the role itself (USER) instead; behind a pooler in session "
                 "mode, silence astral_taskclaim.W041.",
-                id=ID.format("W041"),
+                id=CHECK_ID.format("W041"),
             )
         )
     return messages

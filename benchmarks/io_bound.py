@@ -23,7 +23,10 @@ process of its own):
 
 Each run's time is its tasks' own (first start to last end, from the
 stamps they leave), so worker start-up is not counted; the variants of a
-case run interleaved, the order rotating from run to run. The Redis server
+case run interleaved, the order rotating from run to run. Row 12.1 also
+times its floor in the same runs: ten bare threads that each wait 20 ms in
+turn, no queue at all, which is what the machine allows (timer slack and
+thread wake-ups), below the 500/s of the arithmetic. The Redis server
 Celery needs is started here (:mod:`benchmarks.redis_server`); without
 ``redis-server`` or a peer's package the row runs without that peer, and
 says so.
@@ -33,10 +36,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import threading
+import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 
 from . import common, io_peers, redis_server
+from .benchapp import work
 from .common import Context, Figure
 from .report import Row
 
@@ -174,7 +180,10 @@ def run(ctx: Context, *, tasks: int | None = None, cases: tuple[Case, ...] = CAS
             rss = {label: Figure("MiB") for _, label in sides}
             cpu = {label: Figure("CPU ms/task") for _, label in sides}
             threads: dict[str, int] = {}
+            floor = Figure("tasks/s")
             for index in range(ctx.runs):
+                if case.case == "io" and case.concurrency:
+                    floor.add(_threads_floor(n, case.concurrency))
                 shift = index % len(sides)
                 for side, label in sides[shift:] + sides[:shift]:
                     system, _, flavour = side.partition(":")
@@ -190,13 +199,32 @@ def run(ctx: Context, *, tasks: int | None = None, cases: tuple[Case, ...] = CAS
                     most = int(result.get("peak_threads", 0))  # type: ignore[call-overload]
                     threads[label] = max(threads.get(label, 0), most)
             absent = [why for system, why in notes.items() if why]
-            rows.append(_row(case, sides, rate, rss, n, absent))
+            rows.append(_row(case, sides, rate, rss, n, absent, floor))
             rows[-1].details["cpu_ms_per_task"] = {
                 label: figure.median for label, figure in cpu.items() if figure.samples
             }
             # The most threads one worker process had, over the runs.
             rows[-1].details["peak_threads"] = threads
     return rows
+
+
+def _threads_floor(n: int, concurrency: int) -> float:
+    """Waits per second of ``concurrency`` bare threads that wait
+    :data:`~benchmarks.benchapp.work.IO_SECONDS` in turn, ``n`` waits in
+    all: 12.1's work with no queue, the most this machine allows it."""
+
+    def lane(count: int) -> None:
+        for _ in range(count):
+            time.sleep(work.IO_SECONDS)
+
+    counts = [n // concurrency + (i < n % concurrency) for i in range(concurrency)]
+    lanes = [threading.Thread(target=lane, args=(count,)) for count in counts]
+    started = time.perf_counter()
+    for thread in lanes:
+        thread.start()
+    for thread in lanes:
+        thread.join()
+    return n / (time.perf_counter() - started)
 
 
 def _row(
@@ -206,6 +234,7 @@ def _row(
     rss: dict[str, Figure],
     n: int,
     absent: list[str],
+    floor: Figure,
 ) -> Row:
     ours = sides[0][1]
     peers = [label for _, label in sides[1:]]
@@ -215,6 +244,8 @@ def _row(
     if case.limit:
         share = rate[ours].median / case.limit
         parts.append(f"{share:.2f}x the {case.limit:,.0f}/s limit")
+    if floor.samples:
+        parts.append(f"{rate[ours].median / floor.median:.2f}x bare threads' {floor.median:,.0f}/s")
     if peers:
         best = max(peers, key=lambda label: rate[label].median)
         value = rate[ours].median / rate[best].median
@@ -245,6 +276,7 @@ def _row(
             "concurrency": case.concurrency,
             "processes": case.processes,
             "ratio_to_each_peer": ratios,
+            "bare_threads_per_s": floor.as_dict() if floor.samples else None,
             "peak_rss_mib": {label: figure.as_dict() for label, figure in rss.items()},
             "rss_ratio_to_each_peer": {
                 label: rss[ours].median / rss[label].median for label in peers

@@ -16,9 +16,10 @@ from django.core.exceptions import ImproperlyConfigured
 
 from astral_taskclaim.core.conf import AppSettings, app_settings
 
-__all__ = ["check_queue_keys", "check_setting_names", "configured_queues"]
+__all__ = ["CHECK_ID", "check_queue_keys", "check_setting_names", "configured_queues"]
 
-ID = "astral_taskclaim.{}"
+#: A check id of this app, from its code ("E001").
+CHECK_ID = "astral_taskclaim.{}"
 
 _PREFIX = "TASKCLAIM_"
 
@@ -76,7 +77,7 @@ def check_setting_names(**kwargs: Any) -> list[checks.CheckMessage]:
                 hint=f"The app's settings are {', '.join(known)}. If this project reads "
                 "the setting itself, silence astral_taskclaim.W008.",
                 obj=name,
-                id=ID.format("W008"),
+                id=CHECK_ID.format("W008"),
             )
         )
     return found
@@ -103,7 +104,7 @@ def check_queue_keys(**kwargs: Any) -> list[checks.CheckMessage]:
                     hint="A queue entry's keys are upper case; the backend's own options "
                     "go in its OPTIONS.",
                     obj=alias,
-                    id=ID.format("E016"),
+                    id=CHECK_ID.format("E016"),
                 )
             )
     return found

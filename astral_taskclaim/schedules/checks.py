@@ -13,6 +13,7 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections
 
+from astral_taskclaim.core.checks import CHECK_ID
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.not_migrated import missing_tables
 from astral_taskclaim.db.grants import applied_migrations
@@ -26,8 +27,6 @@ from astral_taskclaim.schedules.schedule import Schedule, declared
 from astral_taskclaim.schedules.upkeep import cron_loaded
 
 __all__ = ["check_in_database", "check_schedules"]
-
-ID = "astral_taskclaim.{}"
 
 
 def _schedule_problem(schedule: Schedule) -> str | None:
@@ -52,12 +51,12 @@ def check_schedules(**kwargs: Any) -> list[checks.CheckMessage]:
     try:
         found = declared()
     except ImproperlyConfigured as error:
-        return [checks.Error(str(error), id=ID.format("E050"))]
+        return [checks.Error(str(error), id=CHECK_ID.format("E050"))]
     messages: list[checks.CheckMessage] = [
         checks.Error(
             f"schedule {schedule.name} of task {schedule.target_name}: {problem}",
             obj=schedule.name,
-            id=ID.format("E050"),
+            id=CHECK_ID.format("E050"),
         )
         for schedule in found
         if (problem := _schedule_problem(schedule)) is not None
@@ -88,7 +87,7 @@ def _in_database(
         f"but {but}",
         hint=hint,
         obj=schedule.name,
-        id=ID.format(id_),
+        id=CHECK_ID.format(id_),
     )
 
 

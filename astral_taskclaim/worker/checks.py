@@ -10,14 +10,13 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError
 
+from astral_taskclaim.core.checks import CHECK_ID
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.queues import create_queue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import registry
 
 __all__ = ["check_unconsumed_queues"]
-
-ID = "astral_taskclaim.{}"
 
 
 @checks.register(checks.Tags.database)
@@ -54,7 +53,7 @@ def check_unconsumed_queues(
                     "installed app's tasks.py is, at start-up; import a task declared "
                     "elsewhere (say jobs.py) from there.",
                     obj=alias,
-                    id=ID.format("W036"),
+                    id=CHECK_ID.format("W036"),
                 )
             )
     return messages

@@ -29,6 +29,7 @@ from benchmarks import (
     round_trips,
     systems,
 )
+from benchmarks.benchapp.work import IO_SECONDS
 
 POSTGRES = "astral_taskclaim.queues.postgres.PostgresQueue"
 QUEUES = {"bench": {"BACKEND": POSTGRES}, "latency": {"BACKEND": POSTGRES}}
@@ -162,6 +163,11 @@ def test_io_bound_row_runs_ours_on_every_case(ctx: common.Context) -> None:
     assert all(row.holds is None for row in rows)  # no peer, no verdict
     assert all(row.details["tasks"] == 20 for row in rows)
     assert [row.details["processes"] for row in rows] == [1, 1, 1, 2]
+    # 12.1 times its floor, bare threads waiting 20 ms, beside ours; the rest none.
+    floor = rows[0].details["bare_threads_per_s"]
+    assert 0 < floor["median"] <= 10 / IO_SECONDS
+    assert "x bare threads'" in rows[0].measured
+    assert [row.details["bare_threads_per_s"] for row in rows[1:]] == [None, None, None]
 
 
 PEERS_HERE = (

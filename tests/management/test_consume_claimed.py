@@ -292,7 +292,10 @@ def test_help_says_every_queue_is_consumed_when_none_is_named(
     with pytest.raises(SystemExit):
         call_command("consume_claimed", "--help")
     text = " ".join(capsys.readouterr().out.split())
-    assert "every TASKCLAIM_QUEUES alias with a claimed task when none is" in text
-    assert "default: every one with a claimed task" in text
+    assert (
+        "every TASKCLAIM_QUEUES alias with a claimed task or a Django Tasks backend when none is"
+        in text
+    )
+    assert "default: every one with a claimed task or a Django Tasks backend" in text
     assert "--concurrency" in text
     assert "Exit after receiving this many, all queues together." in text

@@ -24,12 +24,15 @@ __all__ = ["Command"]
 
 class Command(QueueLoopCommand[WorkerGroup]):
     help = (
-        "Consumes each QUEUE named, or every TASKCLAIM_QUEUES alias with a claimed task when "
-        "none is, with its registered claimed task: runs, retries and gives up as "
-        "consume_claimed does. The first SIGTERM/SIGINT finishes the running messages, hands "
-        "back those not started, settles and exits 0; a second exits at once."
+        "Consumes each QUEUE named, or every TASKCLAIM_QUEUES alias with a claimed task or a "
+        "Django Tasks backend when none is, with the tasks registered for it: runs, retries "
+        "and gives up as consume_claimed does. The first SIGTERM/SIGINT finishes the running "
+        "messages, hands back those not started, settles and exits 0; a second exits at once."
     )
-    queue_help = "TASKCLAIM_QUEUES aliases (default: every one with a claimed task)."
+    queue_help = (
+        "TASKCLAIM_QUEUES aliases (default: every one with a claimed task or a Django Tasks "
+        "backend)."
+    )
     many_queues = True
 
     def add_loop_arguments(self, parser: CommandParser) -> None:
