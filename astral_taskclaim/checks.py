@@ -32,14 +32,16 @@ E031       error    A ``@claimed_task``'s queue is not in ``TASKCLAIM_QUEUES``.
 W032       warning  pg_cron is loaded but no job deletes this database's
                     expired claims.
 E033       error    A ``ClaimTaskBackend`` in ``TASKS`` has a wrong option.
-W034       warning  A queue carries several claimed tasks: its messages name
-                    their task, which a TypeScript consumer would ignore, so
-                    do not share the queue with one.
-W035       warning  A queue carries several claimed tasks and none is its
-                    ``default``: a message naming no task (a TypeScript
-                    producer's) is retried, then given up.
+W034       warning  A remote queue (Cloudflare, SQS) carries several claimed
+                    tasks: its messages name their task, which a TypeScript
+                    consumer would ignore, so do not share it with one.
+W035       warning  A remote queue carries several claimed tasks and none is
+                    its ``default``: no task runs a message naming none (a
+                    TypeScript producer's), which is given up in the end.
 W036       warning  A PostgreSQL queue holds messages, but no claimed task (nor
                     Django Tasks backend) of this project consumes it.
+W037       warning  A PostgreSQL queue holds messages naming a task (or none,
+                    with no default) that no installed module registers for it.
 W040       warning  A connection pooler relays ``TASKCLAIM_DATABASE`` and
                     ``DISABLE_SERVER_SIDE_CURSORS`` is not set.
 W041       warning  A connection pooler relays ``TASKCLAIM_DATABASE`` and
@@ -53,9 +55,11 @@ E051       error    A schedule declared ``in_database`` that pg_cron cannot run
                     ``--database``, a ``cron.timezone`` other than UTC).
 W052       warning  A schedule declared ``in_database`` has no pg_cron job for
                     this database: the workers enqueue it instead.
+W053       warning  A schedule's cron expression fires more than once a minute
+                    (a sixth field, the seconds, typed by mistake).
 =========  =======  ==========================================================
 
-E002 to E005, W030, W032, W036, W040, W041 and W052 ask the server, so they run
+E002 to E005, W030, W032, W036, W037, W040, W041 and W052 ask the server, so they run
 with ``manage.py check --database`` and before ``migrate``, like Django's own database checks.
 """
 
@@ -84,7 +88,7 @@ from astral_taskclaim.functions import Slug
 from astral_taskclaim.queues import check_queue
 
 # The schedules' and the workers' checks modules (here and two lines down)
-# are imported for the checks they register: E050-W052 and W036 live there.
+# are imported for the checks they register: E050 and on, and W034-W037.
 from astral_taskclaim.schedules import checks as schedule_checks  # noqa: F401
 from astral_taskclaim.tasks import registry
 from astral_taskclaim.worker import checks as worker_checks  # noqa: F401
@@ -93,7 +97,6 @@ __all__ = [
     "check_queues",
     "check_server",
     "check_settings",
-    "check_shared_queues",
     "check_task_queues",
 ]
 
@@ -186,39 +189,6 @@ def check_task_queues(**kwargs: Any) -> list[checks.CheckMessage]:
         for task in registry
         if task.queue not in configured
     ]
-
-
-@checks.register()
-def check_shared_queues(**kwargs: Any) -> list[checks.CheckMessage]:
-    """W034 and W035 for each queue with several claimed tasks."""
-    found: list[checks.CheckMessage] = []
-    for queue in sorted({task.queue for task in registry}):
-        tasks = registry.tasks_of(queue)
-        if len(tasks) < 2:
-            continue
-        names = ", ".join(task.name for task in tasks)
-        found.append(
-            checks.Warning(
-                f"queue {queue!r} carries {len(tasks)} claimed tasks ({names}): its messages "
-                "name their task in a field a TypeScript consumer ignores",
-                hint="Consume it with Python workers only, or give each task its own queue. "
-                'Where no TypeScript consumer reads it, add "astral_taskclaim.W034" to '
-                "SILENCED_SYSTEM_CHECKS.",
-                obj=queue,
-                id=CHECK_ID.format("W034"),
-            )
-        )
-        if not any(task.default for task in tasks):
-            found.append(
-                checks.Warning(
-                    f"queue {queue!r} has several claimed tasks and no default: a message "
-                    "naming no task (a TypeScript producer's) is retried, then given up",
-                    hint="Declare one of them @claimed_task(default=True).",
-                    obj=queue,
-                    id=CHECK_ID.format("W035"),
-                )
-            )
-    return found
 
 
 def _ask(connection: BaseDatabaseWrapper, query: str) -> Any:

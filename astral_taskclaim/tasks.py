@@ -31,7 +31,7 @@ from django.utils.module_loading import autodiscover_modules
 from astral_taskclaim.claims.async_api import aenqueue_claimed
 from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.consumer.consume import Consumer
-from astral_taskclaim.consumer.dispatch import QueueConsumer, QueueTasks, naming_task
+from astral_taskclaim.consumer.dispatch import QueueConsumer, QueueTasks, nameable, naming_task
 from astral_taskclaim.consumer.retry import RetryAfter, RetryAfterMs, requested_retry_after_ms
 from astral_taskclaim.consumer.summary import ConsumeSummary, MessageConsumer, TaskOptions
 from astral_taskclaim.core.validation import validate_max_retries, validate_window
@@ -93,8 +93,8 @@ class ClaimedTask(Generic[T]):
         for label, function in (("parse", parse), ("retry_after_ms", retry_after_ms)):
             if function is not None and not callable(function):
                 raise TypeError(f"{label} must be callable, got {function!r}")
-        if name is not None and (not isinstance(name, str) or not name):
-            raise ValueError(f"name must be a non-empty str, got {name!r}")
+        if name is not None and not nameable(name):
+            raise ValueError(f"name must be a non-empty str without NUL, got {name!r}")
         if name is None and not hasattr(run, "__qualname__"):
             raise TypeError(f"{run!r} is not a function and has no name of its own: give name=...")
         if window_seconds is not None:

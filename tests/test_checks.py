@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+from collections.abc import Iterator
+from contextlib import contextmanager
 from io import StringIO
+from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core import checks as django_checks
@@ -201,6 +206,71 @@ def test_w034_a_queue_holding_messages_no_registered_task_consumes() -> None:
             assert worker_checks.check_unconsumed_queues(databases=["default"]) == []
         finally:
             registry.unregister("jobs")
+
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+SHARED = {"astral_taskclaim.W034", "astral_taskclaim.W035"}
+
+
+def documented_queues(marker: str) -> dict[str, Any]:
+    """The ``TASKCLAIM_QUEUES`` of the README's first Python block after ``marker``."""
+    text = README.read_text()
+    block = text[text.index(marker) :].split("```python\n", 1)[1].split("```", 1)[0]
+    [assign] = [node for node in ast.parse(block).body if isinstance(node, ast.Assign)]
+    assert ast.unparse(assign.targets[0]) == "TASKCLAIM_QUEUES"
+    return ast.literal_eval(assign.value)
+
+
+@contextmanager
+def tasks_on(*queues: str, default: bool = False) -> Iterator[list[str]]:
+    """Two claimed tasks on each of ``queues``, the first ``default``."""
+    names = [(queue, f"tests.{queue}_{n}") for queue in queues for n in ("one", "two")]
+    try:
+        for queue, name in names:
+            registry.task(queue=queue, name=name, default=default and name.endswith("one"))(print)
+        yield [name for _, name in names]
+    finally:
+        for queue, name in names:
+            registry.unregister(queue, name)
+
+
+def test_w034_w035_not_for_the_readmes_layout_in_a_project_without_typescript() -> None:
+    configured = documented_queues("**Several claimed tasks may share a queue**")
+    assert len(configured) == 2
+    # A project of claimed tasks only: no Django Tasks backend holds "default".
+    with override_settings(TASKCLAIM_QUEUES=configured, TASKS={}), tasks_on(*configured):
+        assert worker_checks.check_shared_queues() == []
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [
+        "astral_taskclaim.queues.cloudflare.CloudflareQueue",
+        "astral_taskclaim.queues.sqs.SQSQueue",
+    ],
+)
+def test_w034_w035_for_a_queue_a_typescript_worker_can_reach(backend: str) -> None:
+    with override_settings(TASKCLAIM_QUEUES={"default": POSTGRES, "edge": {"BACKEND": backend}}):
+        with tasks_on("edge"):
+            registry.unregister("edge", "tests.edge_two")
+            assert worker_checks.check_shared_queues() == []  # one task: the four fields only
+            registry.task(queue="edge", name="tests.edge_two")(print)
+            found = {m.id: m for m in worker_checks.check_shared_queues()}
+        assert set(found) == SHARED
+        w034, w035 = found["astral_taskclaim.W034"], found["astral_taskclaim.W035"]
+        assert "queue 'edge' carries 2 claimed tasks (tests.edge_one, tests.edge_two)" in w034.msg
+        assert "consume 'edge' with Python workers only" in w034.hint
+        assert "astral_taskclaim.W034" in w034.hint
+        for remedy in (
+            "Declare one of tests.edge_one, tests.edge_two @claimed_task(default=True)",
+            '"taskName"',
+            "only this project sends to 'edge'",
+            "astral_taskclaim.W035",
+        ):
+            assert remedy in w035.hint
+        with tasks_on("edge", default=True):
+            assert ids(worker_checks.check_shared_queues()) == ["astral_taskclaim.W034"]
+    assert worker_checks.check_shared_queues in django_checks.registry.registry.get_checks()
 
 
 POSTGRES = {"BACKEND": "astral_taskclaim.queues.postgres.PostgresQueue"}

@@ -24,7 +24,7 @@ from django.utils.translation import ngettext
 from astral_taskclaim.admin.queries import LargeTableAdmin, id_or_key, preformatted
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.models import Claim, ClaimedRun
-from astral_taskclaim.tasks import registry
+from astral_taskclaim.tasks import ClaimedTask, registry
 
 __all__ = ["ClaimedRunAdmin"]
 
@@ -44,6 +44,14 @@ def _run_message(run: object, problem: str) -> str:
     message's first letter, so the text starts with a word, not the id,
     which it shows exactly."""
     return _("Run %(run)s: %(problem)s") % {"run": run, "problem": problem}
+
+
+def _key_to_enqueue(task: ClaimedTask[Any], claimed: str) -> str:
+    """The key ``task.enqueue`` takes to claim ``claimed``, a run's stored
+    key: without the task's ``key_namespace``, which ``enqueue`` adds."""
+    if task.key_namespace is None:
+        return claimed
+    return claimed.removeprefix(f"{task.key_namespace}:")
 
 
 class _TaskFilter(admin.SimpleListFilter):
@@ -106,6 +114,8 @@ class ClaimedRunAdmin(LargeTableAdmin[ClaimedRun]):
     )
     readonly_fields = fields
     actions = ("retry_runs",)
+    detail_action = ("retry_runs", _("Enqueue again"))
+    change_form_template = "admin/astral_taskclaim/run_change_form.html"
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[ClaimedRun], search_term: str
@@ -171,7 +181,8 @@ class ClaimedRunAdmin(LargeTableAdmin[ClaimedRun]):
         for row in queryset.filter(status="FAILED"):
             problem: str | None = None
             task = tasks.get(row.task)
-            holder = claims.filter(key=row.key).first()
+            key = row.key if task is None else _key_to_enqueue(task, row.key)
+            holder = None if task is None else claims.filter(key=task.claim_key(key)).first()
             if task is None:
                 problem = _("no claimed task %(task)s is registered") % {"task": row.task}
             elif row.payload is None:
@@ -180,7 +191,7 @@ class ClaimedRunAdmin(LargeTableAdmin[ClaimedRun]):
                 problem = _("its key is claimed (run %(run)s)") % {"run": holder.token}
             else:
                 try:
-                    token = task.enqueue(row.key, json.loads(row.payload))
+                    token = task.enqueue(key, json.loads(row.payload))
                 except Exception as error:
                     problem = f"{type(error).__name__}: {error}"
                 else:

@@ -10,8 +10,9 @@
 * :func:`preformatted` shows a long text (a body, a traceback) cut to
   :data:`_SHOWN_CHARS`.
 * :class:`ModelAdminOf` is the generic base of the app's model admins, on
-  the claims database; :class:`LargeTableAdmin` that of those over large
-  tables, and :func:`delete_selected` how their actions delete rows.
+  the claims database, with an action's button on a row's detail page;
+  :class:`LargeTableAdmin` that of those over large tables, and
+  :func:`delete_selected` how their actions delete rows.
 """
 
 from __future__ import annotations
@@ -20,14 +21,17 @@ import contextlib
 import json
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from django.contrib import admin
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import transaction
 from django.db.models import Model, Q, QuerySet
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext
@@ -38,6 +42,8 @@ from astral_taskclaim.db.statements import Connector
 _M = TypeVar("_M", bound=Model)
 
 if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
+
     _AdminOf = admin.ModelAdmin
     _PaginatorBase = Paginator[Any]
 else:  # ModelAdmin and Paginator are generic only in the type stubs
@@ -231,10 +237,50 @@ class _EstimatedCountPaginator(_PaginatorBase):
 class ModelAdminOf(_AdminOf[_M]):
     """The base of each of the app's model admins, ``ModelAdminOf[SomeModel]``
     (generic to the type checker only): its rows are read from the claims
-    database (``TASKCLAIM_DATABASE``), whatever the routers say."""
+    database (``TASKCLAIM_DATABASE``), whatever the routers say.
+
+    ``detail_action`` (an action's name and a button's label) puts that
+    action on each row's detail page too: a button the page's template
+    shows (``detail_action`` in its context, for a user the action's
+    permissions allow), which POSTs ``_detail_action`` to the page itself;
+    the action runs on that row, and the page is shown again with its
+    messages."""
+
+    detail_action: ClassVar[tuple[str, StrOrPromise] | None] = None
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[_M]:
         return super().get_queryset(request).using(app_settings.DATABASE)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        action = self._allowed_detail_action(request)
+        if request.method == "POST" and "_detail_action" in request.POST:
+            if action is None or not self.has_view_or_change_permission(request):
+                raise PermissionDenied
+            row = self.get_object(request, unquote(object_id))
+            if row is None:
+                raise Http404
+            action(request, self.get_queryset(request).filter(pk=row.pk))
+            return HttpResponseRedirect(request.get_full_path())
+        label = None if action is None or self.detail_action is None else self.detail_action[1]
+        context = {**(extra_context or {}), "detail_action": label}
+        return super().change_view(request, object_id, form_url, context)
+
+    def _allowed_detail_action(self, request: HttpRequest) -> Callable[..., Any] | None:
+        """The :attr:`detail_action`, bound, if ``request``'s user may take
+        it (as Django decides for the action list: any of its permissions)."""
+        if self.detail_action is None:
+            return None
+        action: Callable[..., Any] = getattr(self, self.detail_action[0])
+        needed = getattr(action, "allowed_permissions", ())
+        if needed and not any(getattr(self, f"has_{p}_permission")(request) for p in needed):
+            return None
+        return action
 
 
 class LargeTableAdmin(ModelAdminOf[_M]):

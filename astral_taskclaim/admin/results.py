@@ -62,6 +62,8 @@ class TaskResultAdmin(ModelAdminOf[StoredTaskResult]):
     )
     readonly_fields = fields
     actions = ("retry_runs", "cancel_runs")
+    detail_action = ("retry_runs", _("Retry"))
+    change_form_template = "admin/astral_taskclaim/run_change_form.html"
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[StoredTaskResult], search_term: str
@@ -142,11 +144,24 @@ class TaskResultAdmin(ModelAdminOf[StoredTaskResult]):
                 }
                 self.message_user(request, text, messages.WARNING)
                 continue
+            # The key the run coalesced under, which a key given at enqueue
+            # (``using(key=...)``) made other than the task's own.
+            coalescing = {} if row.key is None else {"key": row.key}
             try:
-                task = load_task(row.task_path).using(
-                    priority=row.priority, queue_name=row.queue_name, backend=row.backend
-                )
-                task.enqueue(*row.args, **row.kwargs)
+                task = load_task(row.task_path)
+                if coalescing and getattr(task, "window_seconds", None) is None:
+                    text = _(
+                        "Run %(run)s: not enqueued: its window was given when it was "
+                        "enqueued and is not kept; enqueue it again from code"
+                    ) % {"run": row.pk}
+                    self.message_user(request, text, messages.WARNING)
+                    continue
+                task.using(
+                    priority=row.priority,
+                    queue_name=row.queue_name,
+                    backend=row.backend,
+                    **coalescing,
+                ).enqueue(*row.args, **row.kwargs)
             except Exception as error:
                 self.message_user(
                     request, f"Run {row.pk}: {type(error).__name__}: {error}", messages.ERROR

@@ -99,7 +99,8 @@ def _run_chart(using: str, window: _RunWindow) -> RunChart:
     title = _title(window)
     summary = ", ".join(f"{total} {label}" for _outcome, label, total in totals)
     description = gettext(
-        "Stacked bars of task runs by outcome, oldest at the left: %(summary)s. "
+        "Stacked bars of runs of Django Tasks and claimed tasks by outcome, oldest at "
+        "the left: %(summary)s. "
         "The table below holds the same numbers."
     ) % {"summary": summary}
     return RunChart(window.name, title, description, chart, totals)

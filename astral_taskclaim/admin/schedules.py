@@ -1,31 +1,46 @@
-"""The Django admin of the schedules: each one's task, expression and zone
-(from its declaration), last slot, last enqueue and its outcome (from
-``taskclaim.schedule``), next slot, and who enqueues its slots (the
-workers, or the pg_cron job of an in-database schedule). Read-only: the
-workers (or that job) write it."""
+"""The Django admin of the schedules: every declared schedule, from before
+its first slot, and every recorded one no longer declared
+(:func:`~astral_taskclaim.schedules.overview.schedule_rows`): each one's
+task, expression and zone (from its declaration), last slot, last enqueue
+and its outcome (from ``taskclaim.schedule``), next slot (in its zone), and
+who enqueues its slots (the workers, or the pg_cron job of an in-database
+schedule). Read-only: the workers (or that job) write it.
+
+The list is not a changelist of the table, which holds a schedule only
+once it enqueued a slot; a recorded schedule's page is the table's row."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from django.contrib import admin
-from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.text import capfirst
 from django.utils.translation import gettext_lazy as _
 
-from astral_taskclaim.admin.queries import ModelAdminOf
+from astral_taskclaim.admin.queries import ModelAdminOf, relative_time
 from astral_taskclaim.core.conf import app_settings
-from astral_taskclaim.schedules import Cron, Schedule, declared_schedules, slot_text
-from astral_taskclaim.schedules.in_database import run_by_pg_cron
 from astral_taskclaim.schedules.models import ScheduleRecord
+from astral_taskclaim.schedules.overview import ScheduleRow, schedule_rows
 
 __all__ = ["ScheduleAdmin"]
 
 
-class ScheduleAdmin(ModelAdminOf[ScheduleRecord]):
-    """Schedules that enqueued a slot, with their declarations."""
+def _slot_shown(slot: datetime | None, now: datetime) -> str | None:
+    """A next slot as its zone's wall clock says it, and how far off."""
+    if slot is None:
+        return None
+    return f"{slot:%Y-%m-%d %H:%M:%S %Z} ({relative_time((slot - now).total_seconds())})"
 
-    list_display = (
+
+class ScheduleAdmin(ModelAdminOf[ScheduleRecord]):
+    """Every schedule, declared or recorded, with its declaration and record."""
+
+    fields = (
         "name",
         "task",
         "expression",
@@ -37,48 +52,71 @@ class ScheduleAdmin(ModelAdminOf[ScheduleRecord]):
         "slots",
         "enqueued_by",
     )
-    fields = list_display
     readonly_fields = fields
-    _declared: dict[str, Schedule] | None = None
-    _by_pg_cron: set[str] = set()
+    _rows: dict[str, ScheduleRow] = {}
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[ScheduleRecord]:
-        self._declared = {s.name: s for s in declared_schedules()}
-        self._by_pg_cron = run_by_pg_cron(list(self._declared.values()), app_settings.DATABASE)
-        return super().get_queryset(request)
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """Every schedule (module docstring), at the changelist's URL."""
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied
+        now = datetime.now(UTC)
+        rows = [
+            {
+                "row": row,
+                "url": None
+                if row.record is None
+                else reverse(
+                    f"{self.admin_site.name}:astral_taskclaim_schedulerecord_change",
+                    args=(row.name,),
+                ),
+                "next_slot": _slot_shown(row.next_slot(now), now),
+            }
+            for row in schedule_rows(alias=app_settings.DATABASE)
+        ]
+        context = {
+            **self.admin_site.each_context(request),
+            "title": capfirst(self.opts.verbose_name_plural),
+            "opts": self.opts,
+            "app_label": self.opts.app_label,
+            "rows": rows,
+            "empty": self.get_empty_value_display(),
+            **(extra_context or {}),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/astral_taskclaim/schedules.html", context)
 
-    def _schedule(self, record: ScheduleRecord) -> Schedule | None:
-        return (self._declared or {}).get(record.name)
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> ScheduleRecord | None:
+        self._rows = {row.name: row for row in schedule_rows(alias=app_settings.DATABASE)}
+        return super().get_object(request, object_id, from_field)
+
+    def _row(self, record: ScheduleRecord) -> ScheduleRow:
+        return self._rows.get(record.name) or ScheduleRow(record.name, None, record)
 
     @admin.display(description=_("task"))
     def task(self, record: ScheduleRecord) -> str:
-        found = self._schedule(record)
-        return found.target_name if found else "(no longer declared)"
+        declared = self._row(record).declared
+        return declared.target_name if declared else str(_("(no longer declared)"))
 
     @admin.display(description=_("expression"))
-    def expression(self, record: ScheduleRecord) -> str:
-        found = self._schedule(record)
-        if found is None:
-            return "-"
-        timing = found.timing
-        return timing.expression if isinstance(timing, Cron) else timing.describe()
+    def expression(self, record: ScheduleRecord) -> str | None:
+        return self._row(record).expression
 
     @admin.display(description=_("zone"))
-    def zone(self, record: ScheduleRecord) -> str:
-        found = self._schedule(record)
-        timing = found.timing if found else None
-        return timing.zone_name if isinstance(timing, Cron) else "UTC"
+    def zone(self, record: ScheduleRecord) -> str | None:
+        return self._row(record).zone
 
     @admin.display(description=_("next slot"))
-    def next_slot(self, record: ScheduleRecord) -> str:
-        found = self._schedule(record)
-        return slot_text(found.timing.after(datetime.now(UTC))) if found else "-"
+    def next_slot(self, record: ScheduleRecord) -> str | None:
+        now = datetime.now(UTC)
+        return _slot_shown(self._row(record).next_slot(now), now)
 
     @admin.display(description=_("enqueued by"))
-    def enqueued_by(self, record: ScheduleRecord) -> str:
-        if self._schedule(record) is None:
-            return "-"
-        return "pg_cron" if record.name in self._by_pg_cron else "workers"
+    def enqueued_by(self, record: ScheduleRecord) -> str | None:
+        return self._row(record).enqueued_by
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

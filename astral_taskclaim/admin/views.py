@@ -1,6 +1,6 @@
 """Admin pages beyond the changelists: the overview (counts, a chart of
-what comes due over the next hours and charts of Django Task runs by
-outcome) and "delete expired claims".
+what comes due over the next hours and charts of task runs by outcome,
+Django Tasks and claimed tasks together) and "delete expired claims".
 
 Both are served through :class:`~.claims.ClaimAdmin`'s ``get_urls``, so a
 project's URLconf needs nothing beyond ``admin.site.urls``.

@@ -128,7 +128,7 @@ class Consumer(MessageConsumer):
         if history is not None and isinstance(message, ReceivedMessage):
             message.run = history.note(queue, found, message.attempts, decision, started)
         if decision.release or not decision.ack:
-            self._write_claim(queue, found, decision, summary)
+            self.write_claim(queue, found, summary, decision.ack, decision.delay_seconds)
         if decision.ack:
             message.ack()
         else:
@@ -265,28 +265,28 @@ class Consumer(MessageConsumer):
         summary.unparseable += 1
         return _UNPARSEABLE if error is None else replace(_UNPARSEABLE, exception=error)
 
-    def _write_claim(
-        self, queue: str, found: Envelope, decision: _Decision, summary: ConsumeSummary
+    def write_claim(
+        self, queue: str, found: Envelope, summary: ConsumeSummary, release: bool, delay: float
     ) -> None:
-        """Holds or releases the message's claim as decided; logs a failure."""
+        """Releases the claim, or holds it ``delay`` seconds and a window; logs a failure."""
         alias = self.alias
         try:
             # Only in a TestCase's own atomic block (consuming refuses a
             # transaction): a failed claim write must not abort the test's.
             with savepoint_if_in_atomic(alias):
-                if decision.ack:
+                if release:
                     release_task(found.key, found.claim, using=alias)
                 else:
                     hold_task(
                         found.key,
                         found.claim,
-                        delay_seconds=decision.delay_seconds,
+                        delay_seconds=delay,
                         window_seconds=found.window_seconds,
                         using=alias,
                     )
         except Exception:
             summary.claim_write_failures += 1
-            if decision.ack:
+            if release:
                 event, text = "queue.claim_release_failed", "release failed; acked, key claimed"
             else:
                 event, text = "queue.claim_hold_failed", "hold failed; retrying"

@@ -14,8 +14,9 @@ producer) goes to the queue's default task (``@claimed_task(default=True)``).
   (``Consumer.consume_one``).
 
 A message naming a task this process does not know (a producer deployed
-before its consumers) is retried with the usual backoff, its claim held,
-and given up after the default retries; it is never dropped at once.
+before its consumers), or naming none on a queue without a default, waits
+for a worker that has it without using up its attempts, then is given up
+(:class:`~astral_taskclaim.consumer.deferral.UnknownTask`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from astral_taskclaim.consumer.consume import Consumer
+from astral_taskclaim.consumer.deferral import UnknownTask
 from astral_taskclaim.consumer.event_loop import run_steps
 from astral_taskclaim.consumer.summary import (
     ConsumeSummary,
@@ -41,10 +43,13 @@ from astral_taskclaim.queues import BaseQueue
 from astral_taskclaim.queues.base import ClaimedInsert, encoding_writer
 from astral_taskclaim.queues.runs import RunNote, queue_history
 
-__all__ = ["QueueConsumer", "QueueTasks", "naming_task"]
+__all__ = ["QueueConsumer", "QueueTasks", "nameable", "naming_task"]
 
-#: Attempts of a message naming an unknown task before it is given up.
-UNKNOWN_TASK_RETRIES = 3
+
+def nameable(name: object) -> bool:
+    """Whether a claimed task can be named ``name``: a non-empty ``str``
+    without NUL (which no run history could store)."""
+    return isinstance(name, str) and name != "" and "\x00" not in name
 
 
 class QueueConsumer(Protocol):
@@ -123,6 +128,11 @@ class QueueTasks:
         """The default task's window, if there is a default."""
         return None if self.default is None else self.default.window_seconds
 
+    def knows(self, named: object) -> bool:
+        """Whether a message naming task ``named`` (``None``: none) has its task here."""
+        wanted = self.default.name if named is None and self.default is not None else named
+        return isinstance(wanted, str) and wanted in self.tasks
+
     def consumer(self, *, using: str | None = None) -> _TaskDispatch:
         """Runs each message with its task's consumer; made once per batch."""
         consumers = {name: task.task_consumer(using=using) for name, task in self.tasks.items()}
@@ -161,18 +171,14 @@ class _TaskDispatch(MessageConsumer):
 
     def _unknown(self, named: object) -> MessageConsumer:
         what = "names no task and it has no default" if named is None else f"has no task {named!r}"
-        text = f"queue {self.tasks.queue!r} {what} (its tasks: {self.tasks.name})"
-
-        def refuse(task: Any) -> None:
-            raise LookupError(text)
-
-        options = TaskOptions(_always, refuse, UNKNOWN_TASK_RETRIES)
-        # Recorded as a run of the task it names, so a give-up is seen.
+        error = LookupError(f"queue {self.tasks.queue!r} {what} (its tasks: {self.tasks.name})")
+        # A give-up is recorded as a run of the task it names, so it is seen.
         mode = queue_history(self.tasks.queue)
         task = named if isinstance(named, str) else ""
         note = None if mode == "none" else RunNote(task, failures_only=mode == "failures")
-        return Consumer.create(options, using=self.using, history=note)
+        consumer = Consumer.create(_NO_TASK, using=self.using, history=note)
+        return UnknownTask(error, consumer, nameable=named is None or nameable(named))
 
 
-def _always(task: Any) -> bool:
-    return True  # even a null task reaches refuse(), which retries it
+#: The options of the consumer an unknown task's message starts with.
+_NO_TASK = TaskOptions(bool, bool, 0)

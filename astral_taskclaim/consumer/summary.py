@@ -68,6 +68,9 @@ class ConsumeSummary:
     malformed: int = 0
     unparseable: int = 0
     claim_write_failures: int = 0
+    #: Of the retried, messages sent again to wait for a worker that has
+    #: their task (a rolling deploy): not attempts of it.
+    unknown_task: int = 0
     #: Messages received but handed back unrun (a stop or a database error
     #: part way through a batch), visible again at once.
     returned: int = 0
@@ -88,17 +91,21 @@ class ConsumeSummary:
         self.malformed += other.malformed
         self.unparseable += other.unparseable
         self.claim_write_failures += other.claim_write_failures
+        self.unknown_task += other.unknown_task
         self.returned += other.returned
         self.retry_delays.extend(other.retry_delays)
         return self
 
     def counts(self) -> str:
         """``"1 ok, 0 retried, 0 failed, 0 malformed, 0 unparseable"``, and
-        failed claim writes if any: the outcomes as every line prints them."""
+        those waiting for their task and failed claim writes if any: the
+        outcomes as every line prints them."""
         text = (
             f"{self.ok} ok, {self.retried} retried, {self.failed} failed, "
             f"{self.malformed} malformed, {self.unparseable} unparseable"
         )
+        if self.unknown_task:
+            text += f", {self.unknown_task} waiting for a worker that has their task"
         if self.claim_write_failures:
             text += f", {self.claim_write_failures} claim writes failed"
         return text
@@ -119,6 +126,7 @@ class ConsumeSummary:
             "malformed": self.malformed,
             "unparseable": self.unparseable,
             "claim_write_failures": self.claim_write_failures,
+            "unknown_task": self.unknown_task,
             "returned": self.returned,
         }
 

@@ -3,11 +3,13 @@
 A claimed task travels as the compact JSON object
 ``{"key": ..., "claim": ..., "windowSeconds": ..., "task": ...}``, fields in
 that order, UTF-8 text kept as it is and numbers strict (no NaN or
-Infinity): byte for byte what ``JSON.stringify`` gives a TypeScript
-producer, so producers and consumers of either package share a queue.
+Infinity) and written as JavaScript writes them: byte for byte what
+``JSON.stringify`` gives a TypeScript producer, so producers and consumers
+of either package share a queue.
 
 Everything about that body lives here: the JSON encoding
-(:data:`JSON_ENCODER`, :func:`encode_json`), building it
+(:data:`JSON_ENCODER`, :func:`encode_json`, from
+:mod:`~astral_taskclaim.core.jsontext`), building it
 (:func:`message_body`, and :func:`body_writer` for bulk sends that already
 hold each task's JSON), the claim token (:data:`TOKEN_PATTERN`,
 :data:`PLACEHOLDER_TOKEN`), ``windowSeconds`` on the wire
@@ -21,10 +23,11 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from astral_taskclaim.core.jsontext import JSON_ENCODER, NotJSONError, encode_json
 from astral_taskclaim.core.validation import (
     MAX_KEY_BYTES,
     MAX_SECONDS,
@@ -37,6 +40,7 @@ __all__ = [
     "PLACEHOLDER_TOKEN",
     "TASK_FIELD",
     "TOKEN_PATTERN",
+    "WAITING_FIELD",
     "Envelope",
     "NotJSONError",
     "body_writer",
@@ -50,10 +54,6 @@ __all__ = [
     "wire_seconds",
 ]
 
-#: The JSON encoding of message bodies: compact, UTF-8 text kept as it is,
-#: strict numbers.
-JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
 #: A claim token as the table stores it: a hyphenated UUID, in either case.
 TOKEN_PATTERN = re.compile(
     # Explicit ranges: re.IGNORECASE would also fold some non-ASCII letters.
@@ -63,12 +63,6 @@ TOKEN_PATTERN = re.compile(
 #: Stands in for the token in a body checked before its key is claimed:
 #: every token is this long, so the checked body is as big as the sent one.
 PLACEHOLDER_TOKEN = "00000000-0000-0000-0000-000000000000"  # noqa: S105  (a UUID, no secret)
-
-
-class NotJSONError(TypeError, ValueError):
-    """A value that does not encode as strict JSON (a type JSON lacks, NaN,
-    a circular reference, an object key that is not a ``str``). Both a
-    ``TypeError`` and a ``ValueError``, so code catching either sees it."""
 
 
 def is_token(value: object) -> TypeGuard[str]:
@@ -95,72 +89,6 @@ def wire_seconds(seconds: float) -> float:
     return seconds
 
 
-def encode_json(value: object, *, name: str, root: str | None = None) -> str:
-    """``value`` as the compact JSON of message bodies.
-
-    Raises, naming ``name``: :class:`NotJSONError` for a value JSON cannot
-    hold exactly (a type it lacks, NaN or Infinity, a circular reference, an
-    object key other than a ``str``, which the encoder would silently turn
-    into a string and so could repeat a key), ``ValueError`` for a value
-    nested deeper than the encoder goes or holding a lone surrogate (not
-    valid Unicode, so no queue can send it). ``root`` names ``value`` in the
-    path to a bad key (default: ``name``).
-    """
-    try:
-        text = JSON_ENCODER.encode(value)
-    except (TypeError, ValueError) as error:
-        raise NotJSONError(f"{name} is not JSON-serialisable: {error}") from None
-    except RecursionError:
-        # Raised from deep in the encoder; the traceback would only repeat it.
-        raise ValueError(f"{name} nests too deeply to encode as JSON") from None
-    # A lone surrogate (a non-UTF-8 byte read with surrogateescape) survives
-    # the encoder; ASCII text cannot hold one.
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as error:
-            raise ValueError(f"{name} is not valid Unicode text: {error.reason}") from None
-    # Only an object can have a bad key, and an object's text has a brace.
-    if "{" in text:
-        _refuse_non_string_keys(value, name, root or name)
-    return text
-
-
-_CONTAINERS = (dict, list, tuple)
-
-# Where a container sits: its parent's place and its key or index there
-# (a linked list, so reaching a child costs one small tuple, whatever its depth).
-_Place = tuple["_Place | None", object]
-
-
-def _refuse_non_string_keys(value: object, name: str, root: str) -> None:
-    # Iterative, so it goes as deep as the encoder did without recursing.
-    pending: list[tuple[object, _Place | None]] = [(value, None)]
-    while pending:
-        node, place = pending.pop()
-        if isinstance(node, dict):
-            for key in node:
-                if not isinstance(key, str):
-                    raise NotJSONError(
-                        f"{name} is not JSON-serialisable: {_path(root, place)} has the key "
-                        f"{key!r} ({type(key).__name__}); JSON object keys must be str"
-                    )
-            children: Iterable[tuple[object, object]] = node.items()
-        elif isinstance(node, list | tuple):
-            children = enumerate(node)
-        else:
-            continue  # a scalar at the top
-        pending.extend([(c, (place, step)) for step, c in children if isinstance(c, _CONTAINERS)])
-
-
-def _path(root: str, place: _Place | None) -> str:
-    steps: list[object] = []
-    while place is not None:
-        place, step = place
-        steps.append(step)
-    return root + "".join(f"[{step!r}]" for step in reversed(steps))
-
-
 def message_body(key: str, token: str, window_seconds: float, task: Any) -> dict[str, Any]:
     """The message body of a claimed task, fields in wire order."""
     return {"key": key, "claim": token, "windowSeconds": wire_seconds(window_seconds), "task": task}
@@ -170,6 +98,11 @@ def message_body(key: str, token: str, window_seconds: float, task: Any) -> dict
 #: after the four fields, and ignored by the TypeScript consumer, which
 #: reads those four only.
 TASK_FIELD = "taskName"
+
+#: The body field a worker adds when it sends a message again to wait for a
+#: worker that has its task: when a worker first found the task unknown, in
+#: epoch milliseconds (:mod:`~astral_taskclaim.consumer.deferral`).
+WAITING_FIELD = "waitingSince"
 
 
 def task_name_of(body: object) -> object:
@@ -188,6 +121,8 @@ def _fixed_text() -> tuple[str, ...]:
 
 
 _OPEN, _CLAIM, _WINDOW, _TASK, _CLOSE = _fixed_text()
+# What JSON_ENCODER.encode does with a str (ensure_ascii=False), without its checks.
+_encode_text: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined]
 
 
 def body_writer(window_seconds: float) -> Callable[[str, str, str], str]:
@@ -199,7 +134,7 @@ def body_writer(window_seconds: float) -> Callable[[str, str, str], str]:
 
     def write(key: str, token: str, task_json: str) -> str:
         # A token is hex digits and hyphens: nothing in it to escape.
-        return f'{_OPEN}{JSON_ENCODER.encode(key)}{_CLAIM}"{token}"{window_text}{task_json}{_CLOSE}'
+        return f'{_OPEN}{_encode_text(key)}{_CLAIM}"{token}"{window_text}{task_json}{_CLOSE}'
 
     return write
 

@@ -6,12 +6,14 @@ message, a newline in such text starts what reads as a second, forged log
 record, and terminal escapes can rewrite what an operator sees. Every log
 message of the package that includes a key, a queue name or an error's text
 passes it through :func:`printable`. (The ``extra`` values stay as they
-are: structured handlers encode them themselves.)
+are: structured handlers encode them themselves.) Such text written to
+PostgreSQL (the run history, a Django Task's errors) passes through
+:func:`storable`.
 """
 
 from __future__ import annotations
 
-__all__ = ["printable"]
+__all__ = ["printable", "storable"]
 
 #: Escapes for the characters most often met, as Python writes them.
 _SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -38,3 +40,16 @@ def _escape(char: str) -> str:
     if code <= 0xFFFF:
         return f"\\u{code:04x}"
     return f"\\U{code:08x}"
+
+
+def storable(text: str) -> str:
+    """``text`` as PostgreSQL ``text`` and ``jsonb`` can hold it: NUL written
+    ``\\x00`` and a lone surrogate as its backslash escape; other text,
+    newlines included, unchanged."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text

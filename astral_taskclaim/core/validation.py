@@ -80,8 +80,8 @@ def validate_window(value: object, *, name: str = "window_seconds") -> float:
     validate_seconds(value, name=name)
     if value == 0:
         raise ValueError(
-            f"{name} must be more than 0: a 0-second claim expires at once, so nothing "
-            "coalesces (to run every trigger, send to the queue without a claim)"
+            f"{name} must be more than 0, got {value!r}: a 0-second claim expires at once, "
+            "so nothing coalesces (to run every trigger, send to the queue without a claim)"
         )
     return value  # type: ignore[return-value]
 

@@ -11,19 +11,25 @@ idempotent: running them again grants nothing twice, and a grant added to a
 file later reaches existing databases on their next ``migrate``. Grants of a
 role the setting no longer names are not revoked (``REVOKE`` them, or
 ``DROP OWNED BY`` the old role).
+
+The project's own tables are the project's migrations' to create and its
+owner's to grant: :func:`project_grants` writes that SQL for the service
+role (``manage.py taskclaim_grants`` prints it).
 """
 
 from __future__ import annotations
 
 import logging
 
+from django.apps import apps
+from django.db import router
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.migrations.recorder import MigrationRecorder
 
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.db import roles, sqlfiles
 
-__all__ = ["applied_migrations", "apply_grants"]
+__all__ = ["applied_migrations", "apply_grants", "project_grants"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,3 +76,58 @@ def apply_grants(connection: BaseDatabaseWrapper) -> list[str]:
         extra={"event": "taskclaim.grants_applied"},
     )
     return paths
+
+
+def _project_tables(connection: BaseDatabaseWrapper) -> list[str]:
+    """The tables of the managed models of every installed app but this one
+    that ``connection``'s database holds (its router allowing), sorted."""
+    return sorted(
+        {
+            model._meta.db_table
+            for model in apps.get_models(include_auto_created=True)
+            if model._meta.managed
+            and not model._meta.proxy
+            and model._meta.app_label != "astral_taskclaim"
+            and router.allow_migrate_model(connection.alias, model)
+        }
+    )
+
+
+def project_grants(connection: BaseDatabaseWrapper, role: str, *, owner: str | None = None) -> str:
+    """The SQL granting ``role`` (the service role) what the project's own
+    tables need on ``connection``'s database: ``SELECT, INSERT, UPDATE,
+    DELETE`` on each table of :func:`_project_tables` created so far,
+    ``USAGE`` on their sequences, and the same by default on the tables and
+    sequences ``owner`` (the role that runs ``migrate``; default: the
+    connection's user) creates later in the current schema. To be run as
+    ``owner``; this app's own objects are granted by ``migrate``."""
+    quote = connection.ops.quote_name
+    wanted = _project_tables(connection)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_user, current_schema()")
+        user, schema = cursor.fetchone()
+        present = set(connection.introspection.table_names(cursor))
+        tables = [table for table in wanted if table in present]
+        sequences = sorted(
+            {
+                found["name"]
+                for table in tables
+                for found in connection.introspection.get_sequences(cursor, table)
+            }
+        )
+    owner = owner or user
+    grantee, default = quote(role), f"ALTER DEFAULT PRIVILEGES FOR ROLE {quote(owner)}"
+    every = "SELECT, INSERT, UPDATE, DELETE"
+    lines = [
+        f"-- The grants of {role} on this project's tables in schema {schema}, to run "
+        f"as {owner}, the role that runs migrate and owns them.",
+        f"GRANT USAGE ON SCHEMA {quote(schema)} TO {grantee};",
+        *(f"GRANT {every} ON TABLE {quote(table)} TO {grantee};" for table in tables),
+        *(f"GRANT USAGE ON SEQUENCE {quote(name)} TO {grantee};" for name in sequences),
+        "-- The tables and sequences later migrations create:",
+        f"{default} IN SCHEMA {quote(schema)} GRANT {every} ON TABLES TO {grantee};",
+        f"{default} IN SCHEMA {quote(schema)} GRANT USAGE ON SEQUENCES TO {grantee};",
+    ]
+    if missing := [table for table in wanted if table not in present]:
+        lines.append(f"-- Not created yet (granted by the defaults): {', '.join(missing)}")
+    return "\n".join(lines) + "\n"

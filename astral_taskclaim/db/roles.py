@@ -13,7 +13,7 @@ from psycopg import sql
 
 from astral_taskclaim.core.conf import app_settings
 
-__all__ = ["acting_as_admin", "how_to_create", "missing_roles"]
+__all__ = ["acting_as_admin", "existing_roles", "how_to_create", "missing_roles"]
 
 
 def _configured_roles() -> dict[str, str]:
@@ -25,16 +25,19 @@ def _configured_roles() -> dict[str, str]:
     return {setting: role for setting, role in found.items() if role}
 
 
+def existing_roles(connection: BaseDatabaseWrapper, names: list[str]) -> set[str]:
+    """Those of ``names`` that are roles of ``connection``'s server."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT rolname FROM pg_roles WHERE rolname = ANY(%s)", [names])
+        return {row[0] for row in cursor.fetchall()}
+
+
 def missing_roles(connection: BaseDatabaseWrapper) -> dict[str, str]:
     """The configured roles the server does not have, by setting name."""
     wanted = _configured_roles()
     if not wanted:
         return {}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT rolname FROM pg_roles WHERE rolname = ANY(%s)", [list(wanted.values())]
-        )
-        present = {row[0] for row in cursor.fetchall()}
+    present = existing_roles(connection, list(wanted.values()))
     return {setting: role for setting, role in wanted.items() if role not in present}
 
 

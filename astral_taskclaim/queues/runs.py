@@ -10,6 +10,11 @@ settlement, into ``taskclaim.run`` (``runs/record.sql``):
 - every other queue through :func:`write_runs`, one statement per batch,
   which the worker runs right after ``settle()``.
 
+Text from a message (a task name it gives) or an exception is made storable
+first (:func:`~astral_taskclaim.core.logtext.storable`), and a batch whose
+statement fails anyway is written run by run: one run the history cannot
+hold costs no other its record.
+
 How much a task records is its :data:`HistoryMode`: ``"all"`` (the
 default), ``"failures"`` (failed attempts, give-ups, and the success that
 ends a run which failed before) or ``"none"``.
@@ -34,7 +39,7 @@ from django.db import DatabaseError, DataError
 
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.envelope import Envelope
-from astral_taskclaim.core.logtext import printable
+from astral_taskclaim.core.logtext import printable, storable
 from astral_taskclaim.db import statements
 from astral_taskclaim.db.connections import savepoint_if_in_atomic
 
@@ -141,8 +146,8 @@ def failure(
             entry["traceback"] = "".join(traceback.format_exception(error))
         except BaseException:  # an exception whose __str__ raises, even SystemExit
             entry["message"] = f"<{kind.__qualname__}: message not printable>"
-    entry["message"] = _cut(_storable(entry["message"]), MAX_MESSAGE_CHARS)
-    entry["traceback"] = _cut(_storable(entry["traceback"]), _MAX_TRACEBACK_CHARS)
+    entry["message"] = _cut(storable(entry["message"]), MAX_MESSAGE_CHARS)
+    entry["traceback"] = _cut(storable(entry["traceback"]), _MAX_TRACEBACK_CHARS)
     text: str = _DUMPS(entry)
     return text
 
@@ -172,6 +177,10 @@ class RunNote:
 
     task: str
     failures_only: bool = False
+
+    def __post_init__(self) -> None:
+        # A message names the task of an unknown one: anyone's text.
+        object.__setattr__(self, "task", storable(self.task))
 
     def note(
         self,
@@ -235,22 +244,14 @@ def _run_params(runs: Iterable[tuple[int | None, RunRecord]]) -> dict[str, Any]:
 
 def write_runs(alias: str, messages: Sequence[Any], *, queue: str) -> int:
     """Writes the runs noted on the settled ``messages`` (their ``run``) of
-    queue ``queue`` to database ``alias`` in one statement; how many it
-    wrote. A failure loses these runs' history only (logged as
-    ``queue.runs_not_recorded``), never raises: the messages are settled."""
+    queue ``queue`` to database ``alias``; how many it wrote. Never raises:
+    the messages are settled (see :func:`_record`)."""
     runs = [
         (None, message.run)
         for message in messages
         if message.run is not None and message.settlement is not None
     ]
-    if not runs:
-        return 0
-    try:
-        statements.run(alias, "runs/record.sql", _run_params(runs))
-    except (DatabaseError, ValueError):
-        _not_recorded(queue, len(runs))
-        return 0
-    return len(runs)
+    return _record(alias, runs, queue=queue) if runs else 0
 
 
 def settle_recording(
@@ -263,17 +264,47 @@ def settle_recording(
 ) -> statements.Rows:
     """The rows of settle statement ``path`` (which includes
     ``runs/record.sql``) run on ``alias`` with ``params`` and the
-    parameters of ``runs``. Runs the history cannot store (a data error)
-    are dropped, logged (``queue.runs_not_recorded``), and the statement
-    run again without them, so a batch always settles."""
+    parameters of ``runs``. When the history refuses a run (a data error),
+    the statement runs again without them, so a batch always settles, and
+    the runs are then written as :func:`_record` does."""
     try:
         with savepoint_if_in_atomic(alias):
             return statements.run(alias, path, {**params, **_run_params(runs)})
     except DataError:
         if not runs:
             raise
-    _not_recorded(queue, len(runs))
-    return statements.run(alias, path, {**params, **_run_params(())})
+    rows = statements.run(alias, path, {**params, **_run_params(())})
+    _record(alias, runs, queue=queue, together=False)
+    return rows
+
+
+def _record(
+    alias: str,
+    runs: Sequence[tuple[int | None, RunRecord]],
+    *,
+    queue: str,
+    together: bool = True,
+) -> int:
+    """Writes ``runs`` in one statement (``together``) or, when that fails
+    or not, one by one, so a run the history cannot hold costs no other its
+    record; how many it wrote. Those lost are logged
+    (``queue.runs_not_recorded``)."""
+    if together and len(runs) > 1:
+        try:
+            with savepoint_if_in_atomic(alias):
+                statements.run(alias, "runs/record.sql", _run_params(runs))
+            return len(runs)
+        except (DatabaseError, ValueError):
+            pass
+    written = 0
+    for run in runs:
+        try:
+            with savepoint_if_in_atomic(alias):
+                statements.run(alias, "runs/record.sql", _run_params([run]))
+            written += 1
+        except (DatabaseError, ValueError):
+            _not_recorded(queue, 1)
+    return written
 
 
 def _not_recorded(queue: str, count: int) -> None:
@@ -287,14 +318,3 @@ def _not_recorded(queue: str, count: int) -> None:
 
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _storable(text: str) -> str:
-    # jsonb refuses \u0000 and lone surrogates: write them as escapes.
-    if "\x00" in text:
-        text = text.replace("\x00", "\\x00")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text

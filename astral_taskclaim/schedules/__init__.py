@@ -12,19 +12,15 @@ claim of each slot makes it enqueue once (docs: "Periodic tasks").
 
 from __future__ import annotations
 
-from astral_taskclaim.schedules.schedule import Schedule, cron, every, periodic, schedules
-from astral_taskclaim.schedules.ticker import Scheduler, declared_schedules
-from astral_taskclaim.schedules.timing import Cron, Every, slot_text
+from astral_taskclaim.schedules.schedule import cron, every, periodic, schedules
+from astral_taskclaim.schedules.ticker import Scheduler
+from astral_taskclaim.schedules.timing import Every
 
 __all__ = [
-    "Cron",
     "Every",
-    "Schedule",
     "Scheduler",
     "cron",
-    "declared_schedules",
     "every",
     "periodic",
     "schedules",
-    "slot_text",
 ]

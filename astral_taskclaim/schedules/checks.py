@@ -2,7 +2,8 @@
 (registered by :mod:`astral_taskclaim.checks`): E050, a schedule that
 cannot work; E051, an ``in_database`` schedule pg_cron cannot run exactly;
 W052 (a database check), an ``in_database`` schedule with no pg_cron job,
-which the workers enqueue instead."""
+which the workers enqueue instead; W053, a cron expression whose seconds
+field fires more than once a minute (a sixth field typed by mistake)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from astral_taskclaim.schedules.in_database import (
     run_by_pg_cron,
 )
 from astral_taskclaim.schedules.schedule import Schedule, declared
+from astral_taskclaim.schedules.timing import FIELD_ORDER, Cron, quartz_order
 from astral_taskclaim.schedules.upkeep import cron_loaded
 
 __all__ = ["check_in_database", "check_schedules"]
@@ -47,7 +49,8 @@ def _schedule_problem(schedule: Schedule) -> str | None:
 @checks.register()
 def check_schedules(**kwargs: Any) -> list[checks.CheckMessage]:
     """E050 for a schedule that cannot work, E051 for one declared
-    ``in_database`` that pg_cron cannot run exactly; naming it and its task."""
+    ``in_database`` that pg_cron cannot run exactly, W053 for a cron
+    expression firing more than once a minute; naming it and its task."""
     try:
         found = declared()
     except ImproperlyConfigured as error:
@@ -75,7 +78,36 @@ def check_schedules(**kwargs: Any) -> list[checks.CheckMessage]:
         and _schedule_problem(schedule) is None
         and (problem := in_database_problem(schedule)) is not None
     )
+    messages.extend(
+        _seconds_warning(schedule, schedule.timing)
+        for schedule in found
+        if isinstance(schedule.timing, Cron) and schedule.timing.per_minute > 1
+    )
     return messages
+
+
+def _seconds_warning(schedule: Schedule, timing: Cron) -> checks.CheckMessage:
+    """W053: ``timing``'s seconds field fires more than once a minute,
+    which a sixth field typed by mistake does (``"*/5 * * * * *"``)."""
+    fields = timing.expression.split()
+    five = " ".join(fields[:5])
+    quartz = quartz_order(timing.expression)
+    meant = (
+        f", or read seconds first (Quartz order), {quartz!r}"
+        if quartz is not None and Cron(quartz).per_minute == 1
+        else ""
+    )
+    times = timing.per_minute
+    return checks.Warning(
+        f"schedule {schedule.name} of task {schedule.target_name}: cron "
+        f"{timing.expression!r} fires {times} times a minute: croniter reads {FIELD_ORDER}, "
+        f"so its sixth field, {fields[5]!r}, is the seconds.",
+        hint=f"For at most one slot a minute write the five fields alone, {five!r}{meant}. "
+        f"If {times} slots a minute are meant, add 'astral_taskclaim.W053' to "
+        "SILENCED_SYSTEM_CHECKS.",
+        obj=schedule.name,
+        id=CHECK_ID.format("W053"),
+    )
 
 
 def _in_database(

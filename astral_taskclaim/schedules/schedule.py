@@ -100,7 +100,12 @@ class Schedule:
             raise TypeError(f"schedule {self.name}: in_database must be True or False")
         kind = self.kind
         if kind == "claimed" and self.task is None:
-            raise ValueError(f"schedule {self.name}: a claimed task's slot needs task=...")
+            raise ValueError(
+                f"schedule {self.name} of task {self.target_name}: a claimed task's slot "
+                'needs task=... ("payload" in TASKCLAIM_SCHEDULES): the JSON value each '
+                "slot's message carries to the task function, as enqueue(key, task) does; "
+                "give {} for none (system check astral_taskclaim.E050)"
+            )
         if kind != "claimed" and self.task is not None:
             raise ValueError(f"schedule {self.name}: task=... is for claimed tasks; give args")
         if kind == "function" and (self.args or self.kwargs):

@@ -3,12 +3,15 @@
 Each ``consume_claimed`` process (any queue, any machine) calls
 :meth:`Scheduler.tick` once per loop turn. For a schedule with a slot due,
 it claims the slot's key ``"<schedule>@<slot>"`` in ``taskclaim.claim`` and,
-in the same transaction, enqueues the slot's task through the normal
-claimed path and records the slot in ``taskclaim.schedule``: of any number
-of workers one wins the claim, and claim, message and record commit
+in the same transaction, records the slot in ``taskclaim.schedule`` and
+enqueues the slot's task through the normal claimed path: of any number
+of workers one wins the claim, and claim, record and message commit
 together, so a slot is enqueued exactly once, and a worker killed midway
-leaves it to the next. (A queue that cannot join the transaction, a remote
-queue without an outbox, is sent to after the claim commits: at most once.)
+leaves it to the next. The record moves forward only (``record.sql``), so
+however far the workers' clocks disagree, a slot at or before the newest
+recorded one is never enqueued again, though its claim expired long ago.
+(A queue that cannot join the transaction, a remote queue without an
+outbox, is sent to after the claim commits: at most once.)
 
 Slots seen within the schedule's ``grace_seconds`` are each enqueued, so a
 database restart or a few killed workers lose none. Older slots were missed
@@ -182,22 +185,27 @@ class Scheduler:
         window = schedule.grace_seconds + SLOT_MARGIN
         key = _slot_key(schedule, slot)
         params = {"name": schedule.name, "slot": slot}
+        database = statements.Connector(alias)
         with transaction.atomic(using=alias):
             if claim_task(key, window_seconds=window, using=alias) is None:
                 return 0  # another worker has it
-            outcome = _send(schedule, slot) if state.joins else "started"
-            statements.Connector(alias).execute(
-                "schedule/record.sql", {**params, "outcome": outcome}
-            )
+            if not database.fetch("schedule/record.sql", params):
+                # The record holds this slot or a newer one, whatever the
+                # clocks say and whatever became of that slot's claim:
+                # enqueued already. (Before the send, so a Django Task's
+                # enqueue signal is never sent for nothing.)
+                transaction.set_rollback(True, using=alias)
+                return 0
+            if state.joins:
+                outcome = _send(schedule, slot)
+                database.execute("schedule/outcome.sql", {**params, "outcome": outcome})
         if not state.joins:
             try:
                 outcome = _send(schedule, slot)
             except Exception as error:
                 outcome = "failed"
                 _log_failure(f"schedule {printable(schedule.name)} slot {slot_text(slot)}", error)
-            statements.Connector(alias).execute(
-                "schedule/outcome.sql", {**params, "outcome": outcome}
-            )
+            database.execute("schedule/outcome.sql", {**params, "outcome": outcome})
         logger.info(
             "schedule %s: slot %s %s (key %s)",
             *(

@@ -3,7 +3,8 @@ fixed interval.
 
 A cron slot is a wall-clock time of the schedule's zone that matches the
 expression, read with ``croniter`` (a well-kept parser of the classic five
-fields, a sixth for seconds, ``@hourly`` and friends). The zone is applied
+fields, ``@hourly`` and friends, and a sixth field for seconds after the
+five: :data:`FIELD_ORDER`). The zone is applied
 here, with :mod:`zoneinfo`, so daylight saving changes neither skip nor
 double a slot: a wall time that happens twice (the autumn hour) is its
 first occurrence, one that does not happen (the spring gap) falls the length
@@ -16,15 +17,84 @@ so every process computes the same slots with no shared state.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
 
-__all__ = ["Cron", "Every", "Timing", "slot_text"]
+__all__ = ["FIELD_ORDER", "Cron", "Every", "Timing", "quartz_order", "slot_text"]
 
 _TICK = timedelta(microseconds=1)
+
+#: How croniter reads an expression's fields, as the errors and W053 say it.
+FIELD_ORDER = (
+    "five fields, minute hour day-of-month month day-of-week, with an optional sixth "
+    "for seconds at the end (croniter's order, not Quartz's seconds-first; a seventh "
+    "after it is the year)"
+)
+#: croniter's fields in its order, with the values each takes.
+_FIELDS = (
+    ("minute", "0-59"),
+    ("hour", "0-23"),
+    ("day of month", "1-31 or L"),
+    ("month", "1-12 or jan-dec"),
+    ("day of week", "0-7 or sun-sat"),
+    ("second", "0-59"),
+    ("year", "1970-2099"),
+)
+#: Fields as croniter splits them (ASCII whitespace only).
+_SPLIT = re.compile(r"\S+", re.ASCII)
+
+
+def _fields(expression: str) -> list[str]:
+    return _SPLIT.findall(expression)
+
+
+def _cron_problem(expression: object) -> str | None:
+    """Why croniter cannot read ``expression``, naming each wrong field
+    with its value, the order of the fields, and the expression in
+    croniter's order where it is a Quartz one (seconds first); ``None``
+    for a good expression."""
+    if not isinstance(expression, str):
+        return f"not a cron expression: {expression!r} (give a string)"
+    if croniter.is_valid(expression):
+        return None
+    fields = _fields(expression)
+    count = len(fields)
+    if count not in (5, 6, 7):
+        why = f"it has {count} field{'s' * (count != 1)}"
+    else:
+        alone = [  # each field with all the others '*': which ones croniter refuses
+            (name, allowed, value)
+            for index, (value, (name, allowed)) in enumerate(zip(fields, _FIELDS, strict=False))
+            if not croniter.is_valid(
+                " ".join(["*"] * index + [value] + ["*"] * (count - index - 1))
+            )
+        ]
+        why = (
+            "; ".join(
+                f"its {name} field is {value!r} ({name}: {allowed})"
+                for name, allowed, value in alone
+            )
+            or "its fields cannot go together"
+        )
+    problem = f"not a cron expression: {expression!r}: {why}. A cron expression is {FIELD_ORDER}"
+    quartz = quartz_order(expression)
+    if quartz is not None:
+        problem += f"; read seconds first (Quartz order) it is valid: write it {quartz!r}"
+    return problem
+
+
+def quartz_order(expression: str) -> str | None:
+    """``expression`` of six or seven fields read seconds first (Quartz's
+    order) and written in croniter's order, if croniter reads it so; else
+    ``None``."""
+    fields = _fields(expression)
+    if len(fields) not in (6, 7) or not croniter.is_valid(expression, second_at_beginning=True):
+        return None
+    return " ".join([*fields[1:6], fields[0], *fields[6:]])
 
 
 def slot_text(slot: datetime) -> str:
@@ -93,12 +163,10 @@ class Cron(Timing):
         self.expression = expression
         self.zone_name = zone
         self.zone: tzinfo = UTC
-        self.problem: str | None = None
-        if not isinstance(expression, str) or not croniter.is_valid(expression):
-            self.problem = f"not a cron expression: {expression!r}"
-        elif not isinstance(zone, str) or not zone:
+        self.problem: str | None = _cron_problem(expression)
+        if self.problem is None and (not isinstance(zone, str) or not zone):
             self.problem = f"zone must be an IANA time zone name, got {zone!r}"
-        else:
+        elif self.problem is None:
             try:
                 self.zone = ZoneInfo(zone)
             except (ZoneInfoNotFoundError, ValueError):
@@ -106,6 +174,15 @@ class Cron(Timing):
 
     def __repr__(self) -> str:
         return f"Cron({self.expression!r}, {self.zone_name!r})"
+
+    @property
+    def per_minute(self) -> int:
+        """The most slots it has in one minute: 1 for five fields, the
+        seconds field's values with six or seven (W053 warns above 1)."""
+        if self.problem is not None or len(_fields(self.expression)) < 6:
+            return 1
+        seconds = croniter.expand(self.expression)[0][5]
+        return 60 if "*" in seconds else len(seconds)
 
     def _instant(self, wall: datetime) -> datetime:
         # fold=0: an ambiguous wall time is its first occurrence; a missing

@@ -18,21 +18,21 @@ from astral_taskclaim.tasks import registry
 
 if TYPE_CHECKING:
     from astral_taskclaim.tasks_backend.backend import ClaimTaskBackend
-    from astral_taskclaim.tasks_backend.task import ClaimTask
+    from astral_taskclaim.tasks_backend.task import ClaimTask, checked_task
 
-__all__ = ["ClaimTask", "ClaimTaskBackend", "register_runners"]
+__all__ = ["ClaimTask", "ClaimTaskBackend", "checked_task", "register_runners"]
 
 
 def __getattr__(name: str) -> Any:
-    # Imported on first use: both need Django's Tasks framework (optional).
+    # Imported on first use: they need Django's Tasks framework (optional).
     if name == "ClaimTaskBackend":
         from astral_taskclaim.tasks_backend.backend import ClaimTaskBackend
 
         return ClaimTaskBackend
-    if name == "ClaimTask":
-        from astral_taskclaim.tasks_backend.task import ClaimTask
+    if name in ("ClaimTask", "checked_task"):
+        from astral_taskclaim.tasks_backend import task
 
-        return ClaimTask
+        return getattr(task, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     # Typed as Any: the two modules' stubs differ (django-stubs covers
     # django.tasks on Django 6 only), and the code must check on both.
     FRAMEWORK: str
+    DEFAULT_TASK_BACKEND_ALIAS: str
     BaseTaskBackend: Any
     InvalidTask: Any
     Task: Any
@@ -23,13 +24,21 @@ if TYPE_CHECKING:
     TaskResultDoesNotExist: Any
     TaskResultStatus: Any
     normalize_json: Any
+    task: Any
     task_backends: Any
     task_enqueued: Any
     task_finished: Any
     task_started: Any
 else:
     try:
-        from django.tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
+        from django.tasks import (
+            DEFAULT_TASK_BACKEND_ALIAS,
+            TaskContext,
+            TaskResult,
+            TaskResultStatus,
+            task,
+            task_backends,
+        )
         from django.tasks.backends.base import BaseTaskBackend
         from django.tasks.base import (
             Task,
@@ -42,9 +51,11 @@ else:
         FRAMEWORK = "django.tasks"
     except ImportError:  # Django 5.2: the django-tasks package
         from django_tasks import (
+            DEFAULT_TASK_BACKEND_ALIAS,
             TaskContext,
             TaskResult,
             TaskResultStatus,
+            task,
             task_backends,
         )
         from django_tasks.backends.base import BaseTaskBackend
@@ -66,6 +77,7 @@ else:
         FRAMEWORK = "django_tasks"
 
 __all__ = [
+    "DEFAULT_TASK_BACKEND_ALIAS",
     "FRAMEWORK",
     "BaseTaskBackend",
     "InvalidTask",
@@ -77,6 +89,7 @@ __all__ = [
     "TaskResultStatus",
     "normalize_json",
     "set_return_value",
+    "task",
     "task_backends",
     "task_enqueued",
     "task_finished",

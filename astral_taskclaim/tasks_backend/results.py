@@ -21,6 +21,7 @@ from django.db import DataError, connections
 from django.utils.module_loading import import_string
 
 from astral_taskclaim.consumer.failures import TaskNotFound, describe_error
+from astral_taskclaim.core.logtext import storable
 from astral_taskclaim.db import statements
 from astral_taskclaim.db.aio_pool import pool
 from astral_taskclaim.queues.runs import worker_id
@@ -104,11 +105,12 @@ def check_run_after(task: Any) -> None:
 
 
 def error_of(exception: BaseException) -> TaskError:
-    """Django's ``TaskError`` for ``exception``: class path and traceback."""
+    """Django's ``TaskError`` for ``exception``: class path and traceback,
+    made storable (a NUL or a lone surrogate in the message is escaped)."""
     kind = type(exception)
     return TaskError(
         exception_class_path=f"{kind.__module__}.{kind.__qualname__}",
-        traceback="".join(traceback.format_exception(exception)),
+        traceback=storable("".join(traceback.format_exception(exception))),
     )
 
 

@@ -20,9 +20,10 @@ claim); the runner records the attempt and its outcome in
   without running again. Only then is the task looked up: among the Tasks
   this process made, else by importing the stored path; nothing a message
   alone names is imported;
-- a task this worker cannot load (a rolling deploy) is sent again with a
-  growing wait until :data:`UNKNOWN_TASK_PATIENCE` after its enqueue, then
-  failed;
+- a task this worker cannot load (a rolling deploy) waits for a worker
+  that has it, as a claimed task's message does
+  (:class:`~astral_taskclaim.consumer.deferral.UnknownTask`): each try
+  records ``TaskNotFound`` and leaves the run ``READY``, the last ``FAILED``;
 - afterwards: ``SUCCESSFUL`` with the return value, ``READY`` again with
   the error when a retry is due, ``FAILED`` with it on the last attempt
   (written, and ``task_finished`` sent, inside the failure's handler).
@@ -37,7 +38,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -46,9 +47,10 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from astral_taskclaim.consumer.consume import Consumer
+from astral_taskclaim.consumer.deferral import UnknownTask, send_again
 from astral_taskclaim.consumer.event_loop import run_steps
 from astral_taskclaim.consumer.failures import TaskNotFound, describe_error
-from astral_taskclaim.consumer.retry import requested_retry_after_ms, retry_delay_seconds
+from astral_taskclaim.consumer.retry import requested_retry_after_ms
 from astral_taskclaim.consumer.summary import (
     ConsumeSummary,
     Message,
@@ -57,10 +59,9 @@ from astral_taskclaim.consumer.summary import (
     Steps,
     TaskOptions,
 )
-from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.envelope import Envelope, parse_body
 from astral_taskclaim.core.validation import max_retries_problem
-from astral_taskclaim.queues import QueueError, queues
+from astral_taskclaim.queues import QueueError
 from astral_taskclaim.tasks_backend import results
 from astral_taskclaim.tasks_backend.compat import (
     TaskContext,
@@ -71,7 +72,7 @@ from astral_taskclaim.tasks_backend.compat import (
 )
 from astral_taskclaim.tasks_backend.sending import json_value
 
-__all__ = ["UNKNOWN_TASK_PATIENCE", "TaskRunner"]
+__all__ = ["TaskRunner"]
 
 logger = logging.getLogger(__name__)
 
@@ -100,20 +101,7 @@ class TaskRunner:
         refuse = TaskOptions(_refuse, _refuse, 0)
         return _RunnerConsumer(self, Consumer.create(refuse, using=using))
 
-    def _send_again(self, queue: str, message: Message, wait: float) -> None:
-        """Sends the message's body again, ``wait`` seconds ahead (at most
-        the queue's longest delay), and acks this delivery: the new message
-        starts its delivery count afresh."""
-        sender = queues[queue]
-        sender.send(message.body, delay_seconds=min(wait, sender.max_send_delay_seconds))
-        message.ack()
 
-
-#: How long after its enqueue a run whose task this worker does not have
-#: (a rolling deploy: new web code, old workers) is sent again rather than
-#: failed, and the longest wait between two tries.
-UNKNOWN_TASK_PATIENCE = timedelta(hours=1)
-_UNKNOWN_TASK_MAX_WAIT = 900.0
 #: Errors of the database or the queue while dispatching a message: the
 #: worker reconnects and the message is delivered again, never refused.
 _INFRASTRUCTURE = (DatabaseError, psycopg.Error, QueueError)
@@ -162,7 +150,7 @@ class _RunnerConsumer(MessageConsumer):
         run_after = _run_after(payload)
         wait = 0.0 if run_after is None else (run_after - timezone.now()).total_seconds()
         if wait > 1:
-            self.runner._send_again(queue, message, wait)
+            send_again(queue, message, wait)
             logger.info(
                 "%s: run %s is due at %s; sent again",
                 *(queue, found.claim, run_after.isoformat() if run_after else None),
@@ -183,7 +171,7 @@ class _RunnerConsumer(MessageConsumer):
             # The path is the stored run's now, written by the app's code.
             task = results.load_task(payload["taskPath"])
         except TaskNotFound as error:
-            return self._unknown_task(summary, message, found, started, error)
+            return self._unknown_task(summary, message, found, error)
         # The run's own retry count, else the backend's (a bad one too).
         max_retries = payload.get("maxRetries", getattr(task, "max_retries", None))
         if max_retries is None or max_retries_problem(max_retries) is not None:
@@ -191,33 +179,17 @@ class _RunnerConsumer(MessageConsumer):
         return _Attempt(task, found.claim, database, payload, max_retries, started)
 
     def _unknown_task(
-        self,
-        summary: ConsumeSummary,
-        message: Message,
-        found: Envelope,
-        started: tuple[Any, ...],
-        error: TaskNotFound,
+        self, summary: ConsumeSummary, message: Message, found: Envelope, error: TaskNotFound
     ) -> Outcome:
-        """A run of a task this worker cannot load: sent again with a
-        growing wait until :data:`UNKNOWN_TASK_PATIENCE` after its enqueue
-        (newer workers may have it), then failed."""
-        queue, database = summary.queue, self.refuse.alias
-        enqueued_at, tries = started[1], len(started[4])
-        final = timezone.now() - enqueued_at >= UNKNOWN_TASK_PATIENCE
-        results.fail(database, found.claim, results.error_of(error), final=final)
-        extra = {"event": "tasks.task_unknown", "queue": queue, "key": found.key}
-        if final:
-            logger.error("%s: run %s failed: %s", queue, found.claim, error, extra=extra)
-            return self.refuse.consume_one(message, summary)  # claim released, acked
-        wait = min(float(retry_delay_seconds(max(tries, 1))), _UNKNOWN_TASK_MAX_WAIT)
-        wait *= app_settings.DELAY_SCALE
-        self.runner._send_again(queue, message, wait)
-        logger.warning(
-            "%s: run %s: %s; sent again in %s s", *(queue, found.claim, error, wait), extra=extra
-        )
-        summary.retried += 1
-        summary.retry_delays.append(wait)
-        return "retried"
+        """A run of a task this worker cannot load: waits for a worker that
+        has it (newer workers may), each try recorded on the run."""
+        database, claim = self.refuse.alias, found.claim
+
+        def record(error: BaseException, final: bool) -> None:
+            results.fail(database, claim, results.error_of(error), final=final)
+
+        unknown = UnknownTask(error, self.refuse, on_failure=record)
+        return unknown.consume_one(message, summary)
 
 
 @dataclass

@@ -4,7 +4,6 @@ records a run before its message leaves for a queue outside the database."""
 from __future__ import annotations
 
 import logging
-import math
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from astral_taskclaim.core.envelope import message_body
+from astral_taskclaim.core.jsontext import not_json_place
 from astral_taskclaim.db import statements
 from astral_taskclaim.queues import BaseQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
@@ -35,19 +35,17 @@ _UNCOALESCED_WINDOW = 1.0
 
 def json_value(where: str, value: Any) -> Any:
     """``value`` normalised as Django does (``normalize_json``); ``TypeError``
-    naming ``where`` (and the place inside it) for what is no JSON: a type
-    JSON lacks, or NaN or an infinity, which neither JSON nor ``jsonb`` holds."""
+    naming ``where`` and the place inside it (:func:`not_json_place`) for
+    what is no JSON: a type JSON lacks (a ``Decimal`` too), or NaN or an
+    infinity, which neither JSON nor ``jsonb`` holds."""
     try:
-        value = normalize_json(value)
+        normalized = normalize_json(value)
+        compact_json(normalized)  # as its jsonb column will hold it
     except (TypeError, ValueError) as error:
-        raise TypeError(f"{where}: {error}") from error
-    try:
-        compact_json(value)  # as its jsonb column will hold it
-    except (TypeError, ValueError) as error:
-        found = _non_finite(where, value)
-        problem = f"{found} (JSON has no NaN or infinity)" if found else f"{where}: {error}"
-        raise TypeError(problem) from error
-    return value
+        raise TypeError(
+            not_json_place(value, where, error, loose=True) or f"{where}: {error}"
+        ) from error
+    return normalized
 
 
 def json_arguments(
@@ -62,26 +60,6 @@ def json_arguments(
         )
     except TypeError as error:
         raise TypeError(f"{task.module_path}: arguments must be JSON: {error}") from error
-
-
-def _non_finite(where: str, value: Any) -> str | None:
-    """Where NaN or an infinity is in ``value`` (found at ``where``), or ``None``."""
-    if isinstance(value, float):
-        return None if math.isfinite(value) else f"{where} is {value!r}"
-    if isinstance(value, dict):
-        for key in value:
-            if isinstance(key, float) and not math.isfinite(key):
-                return f"{where} has key {key!r}"
-        items = [(f"{where}[{key!r}]", item) for key, item in value.items()]
-    elif isinstance(value, list):
-        items = [(f"{where}[{i}]", item) for i, item in enumerate(value)]
-    else:
-        return None
-    for path, item in items:
-        found = _non_finite(path, item)
-        if found is not None:
-            return found
-    return None
 
 
 @dataclass

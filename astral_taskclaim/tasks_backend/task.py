@@ -25,15 +25,30 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from django.conf import global_settings as default
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
 from astral_taskclaim.core.validation import (
     MAX_KEY_BYTES,
     max_retries_problem,
     validate_key,
-    validate_seconds,
+    validate_window,
 )
-from astral_taskclaim.tasks_backend.compat import InvalidTask, Task
+from astral_taskclaim.tasks_backend.compat import (
+    DEFAULT_TASK_BACKEND_ALIAS,
+    InvalidTask,
+    Task,
+    task_backends,
+)
+from astral_taskclaim.tasks_backend.compat import task as django_task
 
-__all__ = ["ClaimTask", "coalescing_key", "validate_options"]
+__all__ = ["ClaimTask", "checked_task", "coalescing_key", "validate_options"]
+
+# Where ``TASKS`` names this app's backend.
+_BACKEND_PATH = "astral_taskclaim.tasks_backend.ClaimTaskBackend"
+# The options :class:`ClaimTask` adds to Django's ``Task``.
+_TASK_OPTIONS = ("window_seconds", "key", "max_retries")
 
 #: ``key``: a fixed key, or a function of the task's arguments returning one.
 _KeySource = str | Callable[..., str]
@@ -47,7 +62,8 @@ class ClaimTask(Task):  # type: ignore[misc]
         Turns coalescing on: while a run of the same key is queued, or
         within this many seconds after it started (and through its
         retries), ``enqueue()`` queues nothing and returns that run's
-        ``TaskResult``. ``None`` (the default): every enqueue runs.
+        ``TaskResult``. More than 0, as for ``@claimed_task``. ``None``
+        (the default): every enqueue runs.
     ``key``
         The coalescing key: a string, or a function called with the
         enqueue's arguments. Default: the task's dotted path and its
@@ -82,6 +98,43 @@ class ClaimTask(Task):  # type: ignore[misc]
         return replace(changed, **given) if given else changed  # type: ignore[no-any-return]
 
 
+def checked_task(function: Callable[..., Any] | None = None, **kwargs: Any) -> Any:
+    """Django's ``@task``, with the same arguments, that first checks the
+    task's backend takes the options given (``window_seconds``, ``key``,
+    ``max_retries``): when it is not a ``ClaimTaskBackend`` (``TASKS``
+    unset or ``backend=`` naming another), ``ImproperlyConfigured`` naming
+    ``TASKS``, the alias, the option and this backend's path, where
+    Django's own decorator raises ``TypeError: Task.__init__() got an
+    unexpected keyword argument``."""
+    given = [name for name in _TASK_OPTIONS if name in kwargs]
+    alias = kwargs.get("backend", DEFAULT_TASK_BACKEND_ALIAS)
+
+    def decorate(func: Callable[..., Any]) -> Any:
+        if given:
+            _check_backend(func, alias, given[0])
+        return django_task(**kwargs)(func)
+
+    return decorate(function) if function is not None else decorate
+
+
+def _check_backend(func: Callable[..., Any], alias: str, option: str) -> None:
+    backend = task_backends[alias]
+    task_class = getattr(backend, "task_class", None)
+    if isinstance(task_class, type) and issubclass(task_class, ClaimTask):
+        return
+    kind = type(backend)
+    configured = getattr(settings, "TASKS", None)  # Django 5.2 has no default
+    unset = configured is None or configured == getattr(default, "TASKS", None)
+    why = " (TASKS is not set: Django's default)" if unset else ""
+    name = f"{func.__module__}.{func.__qualname__}"
+    raise ImproperlyConfigured(
+        f"{name}: @task({option}=...) needs the task's backend TASKS[{alias!r}] to be "
+        f"{_BACKEND_PATH!r}, but it is {kind.__module__}.{kind.__qualname__}{why}; set "
+        f"TASKS[{alias!r}]['BACKEND'] to {_BACKEND_PATH!r}, or give the task backend= "
+        "naming one that is"
+    )
+
+
 def validate_options(task: Any) -> None:
     """``InvalidTask`` for a bad ``key``, ``window_seconds`` or ``max_retries``."""
     window = getattr(task, "window_seconds", None)
@@ -89,7 +142,7 @@ def validate_options(task: Any) -> None:
     retries = getattr(task, "max_retries", None)
     if window is not None:
         try:
-            validate_seconds(window, name="window_seconds")
+            validate_window(window)  # @claimed_task's rule: more than 0 too
         except (TypeError, ValueError) as error:
             raise InvalidTask(f"{task.module_path}: {error}") from error
     if key is not None:

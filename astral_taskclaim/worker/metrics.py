@@ -19,6 +19,7 @@ Metric                                                 Type       Labels
 ``taskclaim_worker_messages_total``                    counter    ``queue``, ``outcome``
 ``taskclaim_worker_batches_total``                     counter    ``queue``
 ``taskclaim_worker_database_errors_total``             counter    ``queue``
+``taskclaim_worker_unknown_task_messages_total``       counter    ``queue``
 ``taskclaim_task_run_duration_seconds``                histogram  ``queue``, ``outcome``
 ``taskclaim_queue_messages``                           gauge      ``queue``, ``state``
 ``taskclaim_queue_oldest_message_age_seconds``         gauge      ``queue``
@@ -27,8 +28,10 @@ Metric                                                 Type       Labels
 
 ``outcome`` is ``ok``, ``retried``, ``failed``, ``malformed``,
 ``unparseable`` or ``returned`` (received, then handed back unrun at a stop
-or a database error); ``state`` is ``ready``, ``delayed`` or ``leased`` for
-messages, ``active`` or ``expired`` for claims.
+or a database error); ``unknown_task_messages`` counts, among the retried,
+the messages sent again to wait for a worker that has their task; ``state``
+is ``ready``, ``delayed`` or ``leased`` for messages, ``active`` or
+``expired`` for claims.
 """
 
 from __future__ import annotations
@@ -92,15 +95,22 @@ class _WorkerCollector(Collector):
             "Database or queue errors it recovered from.",
             labels=["queue"],
         )
+        unknown = CounterMetricFamily(
+            "taskclaim_worker_unknown_task_messages",
+            "Messages a worker sent again to wait for a worker that has their task.",
+            labels=["queue"],
+        )
         for worker in self.workers:
             stats, queue = worker.stats, worker.queue
             for outcome in _OUTCOMES:
                 messages.add_metric([queue, outcome], getattr(stats, outcome))
             batches.add_metric([queue], stats.batches)
             errors.add_metric([queue], stats.database_errors)
+            unknown.add_metric([queue], stats.unknown_task)
         yield messages
         yield batches
         yield errors
+        yield unknown
 
 
 class _QueueCollector(Collector):

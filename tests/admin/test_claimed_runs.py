@@ -197,3 +197,51 @@ def test_retry_names_ten_runs_that_did_not_fail_and_sums_up_the_rest(
     assert "The other selected runs that did not fail are not enqueued again either." in page
     assert "0 runs enqueued again under a new claim." in page
     assert messages_sent() == []
+
+
+def test_retry_sends_the_runs_key_once_namespaced_and_the_tasks_enqueue_coalesces_with_it(
+    task: ClaimedTask[Any],
+) -> None:
+    # The same task, now claiming its keys in a namespace: a run keeps the key it claimed.
+    namespaced = registry.task(
+        queue="jobs", name="tests.refresh", window_seconds=300, key_namespace="bn"
+    )(lambda task: None)
+    failed = add_run("FAILED", "bn:p1", payload={"id": 1})
+    retrier = client_for(staff("retrier", "view_claimedrun", "add_claimedrun"))
+    form = {"action": "retry_runs", "_selected_action": [failed]}
+    page = retrier.post(CHANGELIST, form, follow=True).content.decode()
+    assert "1 run enqueued again under a new claim." in page
+    [body] = messages_sent()
+    assert body["key"] == "bn:p1"
+    assert namespaced.enqueue("p1", {"id": 1}) is None  # coalesced: the retry holds the claim
+    assert len(messages_sent()) == 1
+
+
+BUTTON = 'name="_detail_action"'
+
+
+def test_the_detail_page_of_a_failed_run_enqueues_it_again_with_the_add_permission(
+    task: ClaimedTask[Any],
+) -> None:
+    failed = add_run("FAILED", "project:12", payload={"id": 12})
+    done = add_run("SUCCESSFUL", "project:13", payload={"id": 13})
+    detail = reverse("admin:astral_taskclaim_claimedrun_change", args=(failed,))
+    viewer = client_for(staff("viewer", "view_claimedrun"))
+    assert BUTTON not in viewer.get(detail).content.decode()
+    assert viewer.post(detail, {"_detail_action": ""}).status_code == 403
+    retrier_user = staff("retrier", "view_claimedrun", "add_claimedrun")
+    retrier = client_for(retrier_user)
+    page = retrier.get(detail).content.decode()
+    assert BUTTON in page
+    assert 'value="Enqueue again"' in page
+    done_page = reverse("admin:astral_taskclaim_claimedrun_change", args=(done,))
+    assert BUTTON not in retrier.get(done_page).content.decode()
+    assert messages_sent() == []  # showing the button enqueues nothing
+    forged = client_for(retrier_user, enforce_csrf_checks=True)
+    assert forged.post(detail, {"_detail_action": ""}).status_code == 403
+    assert messages_sent() == []
+    response = retrier.post(detail, {"_detail_action": ""})
+    assert (response.status_code, response["Location"]) == (302, detail)
+    assert "1 run enqueued again under a new claim." in retrier.get(detail).content.decode()
+    [body] = messages_sent()
+    assert (body["key"], body["task"]) == ("project:12", {"id": 12})

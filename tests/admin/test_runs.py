@@ -1,4 +1,4 @@
-"""The overview's charts of Django Task runs by outcome: the query, its
+"""The overview's charts of task runs by outcome: the query, its
 indexes, and the page."""
 
 from __future__ import annotations
@@ -126,3 +126,18 @@ def test_the_charts_need_view_permission_on_task_results(client) -> None:
 
     viewer = client_for(staff("runviewer", "view_claim", "view_storedtaskresult"))
     assert drawn(viewer.get(OVERVIEW).content.decode(), "hour", "succeeded") == 1
+
+
+def test_the_heading_and_text_alternative_say_both_kinds_of_run_are_counted(
+    admin_client,
+) -> None:
+    add_run("SUCCESSFUL", finished_ago=30)
+    add_claimed_run("SUCCESSFUL", finished_ago=40, retried_ago=2 * 60 + 5)
+
+    html = admin_client.get(OVERVIEW).content.decode()
+
+    assert "<h2>Task runs by outcome</h2>" in html
+    assert "Django Task runs" not in html
+    desc = html[html.index('id="taskclaim-runs-hour-desc"') :].split("</desc>")[0]
+    assert "runs of Django Tasks and claimed tasks" in desc
+    assert "2 succeeded, 1 retried, 0 failed" in desc

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.db import connection
@@ -42,3 +45,41 @@ def test_the_list_shows_task_expression_zone_slots_and_outcome(nightly: None) ->
 
 def test_the_list_needs_the_view_permission(nightly: None) -> None:
     assert client_for(staff("nobody")).get(LIST).status_code == 403
+
+
+def row_of(page: str, name: str) -> str:
+    """The changelist's table row of schedule ``name``."""
+    [row] = [row for row in page.split("<tr")[1:] if re.search(rf">{name}<", row)]
+    return row.split("</tr>")[0]
+
+
+@pytest.fixture
+def declared_only() -> Iterator[None]:
+    """Schedule ``weekly-digest`` declared, never run (no record)."""
+    periodic(cron("30 2 * * 1", zone="America/New_York"), name="weekly-digest", task={})(
+        claimed(60)
+    )
+    yield
+    schedules.remove("weekly-digest")
+
+
+def test_a_declared_schedule_that_never_ran_is_listed_with_its_next_slot_in_its_zone(
+    nightly: None, declared_only: None
+) -> None:
+    zone = ZoneInfo("America/New_York")
+    before = datetime.now(UTC)
+    page = client_for(staff("viewer", "view_schedulerecord")).get(LIST).content.decode()
+    after = datetime.now(UTC)
+    row = row_of(page, "weekly-digest")
+    for shown in ("tests.schedules.report", "30 2 * * 1", "America/New_York", "workers"):
+        assert shown in row
+    timing = cron("30 2 * * 1", zone="America/New_York")
+    slots = {f"{timing.after(t).astimezone(zone):%Y-%m-%d %H:%M:%S %Z}" for t in (before, after)}
+    assert any(slot in row for slot in slots), row
+    assert " 02:30:00 E" in row  # the zone's wall clock (EST or EDT)
+    assert "/change/" not in row  # no record to show yet
+    # A schedule with a record is still listed once, its page linked.
+    recorded = row_of(page, "nightly")
+    assert "coalesced" in recorded
+    assert reverse("admin:astral_taskclaim_schedulerecord_change", args=("nightly",)) in recorded
+    assert page.count(">nightly<") == 1

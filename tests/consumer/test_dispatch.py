@@ -9,11 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.core import checks as django_checks
 from django.db import connection
 from django.test import override_settings
 
-from astral_taskclaim import checks
 from astral_taskclaim.models import ClaimedRun
 from astral_taskclaim.queues import queues
 from astral_taskclaim.queues.postgres import PostgresQueue
@@ -69,16 +67,16 @@ def test_one_task_sends_and_reads_the_four_fields_as_before(mixed: PostgresQueue
         f'{{"key":"k1","claim":"{token}","windowSeconds":60,"task":{{"id":1}}}}'
     ]
     # A body naming another task (sent before a deploy took that task off
-    # this queue, or after one added it) is not run as the one task: retried
-    # as for an unknown task, and its failed attempt recorded.
+    # this queue, or after one added it) is not run as the one task: it
+    # waits for a worker that has its task, as for an unknown one.
     other = {"key": "k2", "claim": str(uuid.uuid4()), "windowSeconds": 60, "task": 2}
     mixed.send({**other, "taskName": "elsewhere"})
     stats = drain(mixed).stats
-    assert (stats.ok, stats.retried) == (1, 1)
+    assert (stats.ok, stats.retried, stats.unknown_task) == (1, 1, 1)
     assert ran == [("only", {"id": 1})]
-    assert list(ClaimedRun.objects.filter(key="k2").values_list("task", "status")) == [
-        ("elsewhere", "RETRYING")
-    ]
+    assert not ClaimedRun.objects.filter(key="k2").exists()  # no attempt made
+    [waiting] = texts(mixed)
+    assert json.loads(waiting)["taskName"] == "elsewhere"
 
 
 def test_each_task_gets_its_messages_and_a_typescript_body_the_default(
@@ -108,7 +106,7 @@ def test_each_task_gets_its_messages_and_a_typescript_body_the_default(
     )
 
 
-def test_a_message_naming_an_unknown_task_is_retried_with_its_claim_held(
+def test_a_message_naming_an_unknown_task_waits_with_its_claim_held(
     mixed: PostgresQueue,
 ) -> None:
     registry.task(queue="mixed", name="tests.a", default=True)(recorder("a"))
@@ -123,9 +121,9 @@ def test_a_message_naming_an_unknown_task_is_retried_with_its_claim_held(
     body = {"key": "later:1", "claim": claim, "windowSeconds": 60, "task": 1, "taskName": "new"}
     mixed.send(body)
     worker = drain(mixed)
-    assert (worker.stats.retried, worker.stats.ok) == (1, 0)
+    assert (worker.stats.unknown_task, worker.stats.ok, worker.stats.failed) == (1, 0, 0)
     assert ran == []
-    assert "later:1" in claims()  # held through the retry
+    assert "later:1" in claims()  # held through the wait
     assert len(texts(mixed)) == 1
 
 
@@ -144,18 +142,3 @@ def test_keys_are_one_space_unless_a_task_takes_a_namespace(mixed: PostgresQueue
     assert set(claims()) == {"project:1", "apart:project:1"}
     drain(mixed)
     assert sorted(ran) == [("apart", 3), ("first", 1)]
-
-
-def test_check_says_a_queue_with_several_tasks_is_not_for_a_typescript_consumer(
-    mixed: PostgresQueue,
-) -> None:
-    registry.task(queue="mixed", name="tests.one")(print)
-    assert checks.check_shared_queues() == []
-    registry.task(queue="mixed", name="tests.two")(print)
-    found = {message.id: message for message in checks.check_shared_queues()}
-    assert set(found) == {"astral_taskclaim.W034", "astral_taskclaim.W035"}
-    assert "tests.one, tests.two" in found["astral_taskclaim.W034"].msg
-    registry.unregister("mixed", "tests.two")
-    registry.task(queue="mixed", name="tests.two", default=True)(print)
-    assert [m.id for m in checks.check_shared_queues()] == ["astral_taskclaim.W034"]
-    assert checks.check_shared_queues in django_checks.registry.registry.get_checks()

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 import uuid
+from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.db import connection
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,7 +25,9 @@ from astral_taskclaim.core.envelope import (
     parse_body,
 )
 from astral_taskclaim.core.validation import MAX_SECONDS, validate_key, validate_seconds
+from astral_taskclaim.queues import queues
 from astral_taskclaim.queues.memory import MemoryQueue
+from astral_taskclaim.tasks import ClaimedTask
 from tests.claimkit import RecordingQueue, claims
 
 NON_STRING_KEYS = [
@@ -44,6 +49,50 @@ def test_a_task_with_a_non_string_key_is_refused_naming_the_path(task: Any, matc
         enqueue_claimed_many(MemoryQueue("m"), [("a", 1), ("b", task)], window_seconds=60)
     assert queue.sent == []
     assert claims() == {}
+
+
+NOT_JSON = [
+    ({"when": datetime(2030, 1, 1, tzinfo=UTC)}, "task['when']: Object of type datetime is not"),
+    ({"items": [1, 2, {3}]}, "task['items'][2]: Object of type set is not JSON serializable"),
+    ([{"a": 1}, {"b": [math.inf]}], "task[1]['b'][0] is inf (JSON has no NaN or infinity)"),
+    (
+        {"price": Decimal("19.99")},
+        "task['price'] is Decimal('19.99'): JSON has no decimal type, and a float would lose "
+        "digits (the TypeScript side reads a double); send str() of it",
+    ),
+    (object(), "task: Object of type object is not JSON serializable"),
+]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("empty_claims")
+@pytest.mark.parametrize(("task", "culprit"), NOT_JSON)
+def test_a_task_json_cannot_hold_is_refused_naming_its_path(task: Any, culprit: str) -> None:
+    expected = f"task is not JSON-serialisable: {culprit}"
+    job = ClaimedTask(
+        print, queue="default", max_retries=0, parse=None, retry_after_ms=None, window_seconds=60
+    )
+    queue = RecordingQueue()
+    for enqueue in (
+        lambda: enqueue_claimed(queue, "k", task, window_seconds=60),
+        lambda: enqueue_claimed(queues["default"], "k", task, window_seconds=60),
+        lambda: job.enqueue("k", task),
+    ):
+        with pytest.raises(NotJSONError) as raised:
+            enqueue()
+        assert str(raised.value).startswith(expected)
+    assert queue.sent == []
+    assert claims() == {}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM taskclaim.message WHERE body LIKE '%\"k\"%'")
+        assert cursor.fetchone() == (0,)
+
+
+def test_a_circular_task_is_refused_without_a_path() -> None:
+    task: list[Any] = [1]
+    task.append(task)
+    with pytest.raises(NotJSONError, match=r"^task is not JSON-serialisable: Circular reference"):
+        encode_json(task, name="task")
 
 
 def test_a_value_json_cannot_hold_is_both_a_type_and_a_value_error() -> None:

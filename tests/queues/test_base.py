@@ -65,7 +65,10 @@ def test_a_lone_surrogate_is_a_value_error_naming_the_queue() -> None:
 
 @pytest.mark.parametrize(
     ("body", "match"),
-    [({"x": float("nan")}, "Out of range float"), ({"x": object()}, "not JSON serializable")],
+    [
+        ({"x": float("nan")}, r"body\['x'\] is nan \(JSON has no NaN or infinity\)"),
+        ({"x": object()}, r"body\['x'\]: Object of type object is not JSON serializable"),
+    ],
 )
 def test_a_body_that_is_not_json_is_a_type_error_naming_the_queue(body: Any, match: str) -> None:
     message = rf"^queue 'probe': body is not JSON-serialisable: .*{match}"

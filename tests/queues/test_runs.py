@@ -14,6 +14,8 @@ from django.db import connection
 from django.test import override_settings
 
 from astral_taskclaim.claims.claim import enqueue_claimed
+from astral_taskclaim.consumer.dispatch import QueueTasks, naming_task
+from astral_taskclaim.queues import runs as runs_module
 from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.queues.runs import _MAX_TRACEBACK_CHARS, worker_id
@@ -50,7 +52,7 @@ def queue() -> Iterator[PostgresQueue]:
 
 
 def make_task(run: Any, **options: Any) -> ClaimedTask[Any]:
-    return TaskRegistry().task(queue="jobs", name="app.tasks.job", **options)(run)
+    return TaskRegistry().task(queue="jobs", **{"name": "app.tasks.job", **options})(run)
 
 
 def send(queue: Any, *ids: int) -> dict[int, str]:
@@ -231,6 +233,43 @@ def test_keys_and_payloads_of_any_text_are_stored_exactly(queue: PostgresQueue) 
     assert (run["key"], run["status"]) == (key, "FAILED")
     assert json.loads(run["payload"]) == {"text": key}
     assert run["errors"][0]["message"] == key
+
+
+def send_named(queue: Any, count: int) -> None:
+    """``count`` bodies naming task ``app.tasks.job``, and one naming a task
+    with a NUL in its name, last."""
+    named = naming_task(queue, "app.tasks.job")
+    for id_ in range(count):
+        enqueue_claimed(named, f"job:{id_}", {"id": id_}, window_seconds=300)
+    odd = {"key": "job:odd", "claim": str(uuid.uuid4()), "windowSeconds": 300, "task": 1}
+    queue.send({**odd, "taskName": "app.\x00evil"})
+
+
+@pytest.mark.parametrize("kind", ["postgres", "memory"])
+def test_a_nul_in_a_task_name_costs_no_batch_mate_its_run(
+    kind: str, queue: PostgresQueue, caplog: pytest.LogCaptureFixture
+) -> None:
+    backend = queue if kind == "postgres" else MemoryQueue("jobs", options={"queue_name": "nul"})
+    send_named(backend, 10)
+    tasks = QueueTasks("jobs", [make_task(lambda t: None), make_task(print, name="app.other")])
+    Worker("jobs", task=tasks, backend=backend, wait=0, burst=True, batch_size=11).run()
+    found = sorted((run["task"], run["status"]) for run in runs().values())
+    assert found == [("app.\\x00evil", "FAILED")] + [("app.tasks.job", "SUCCESSFUL")] * 10
+    assert not [r for r in caplog.records if getattr(r, "event", "") == "queue.runs_not_recorded"]
+
+
+def test_a_batch_the_history_refuses_is_written_run_by_run(
+    queue: PostgresQueue, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(runs_module, "storable", lambda text: text)  # the NUL reaches the SQL
+    send_named(queue, 10)
+    tasks = QueueTasks("jobs", [make_task(lambda t: None), make_task(print, name="app.other")])
+    Worker("jobs", task=tasks, backend=queue, wait=0, burst=True, batch_size=11).run()
+    assert [run["task"] for run in runs().values()] == ["app.tasks.job"] * 10
+    lost = [r for r in caplog.records if getattr(r, "event", "") == "queue.runs_not_recorded"]
+    assert [r.getMessage() for r in lost] == [
+        "jobs: 1 runs could not be recorded in the history; their messages are settled"
+    ]
 
 
 def test_a_settlement_after_the_lease_ran_out_records_nothing(queue: PostgresQueue) -> None:

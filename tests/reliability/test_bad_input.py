@@ -246,6 +246,12 @@ OTHERS: list[tuple[str, Callable[[], object], type[Exception], str]] = [
         ValueError,
         "name must be a non-empty str",
     ),
+    (
+        "task-name-nul",  # no run history could store it, no message could name it
+        lambda: TaskRegistry().task(name="app.\x00job")(print),
+        ValueError,
+        "name must be a non-empty str without NUL",
+    ),
     ("task-not-callable", lambda: _claimed_task(42), TypeError, "must decorate a function"),
     # A callable object is no function: a clear TypeError, not an AttributeError.
     ("task-callable-object", lambda: _claimed_task(CallableObject()), TypeError, "function|name"),

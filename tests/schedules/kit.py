@@ -86,3 +86,11 @@ def record(name: str) -> tuple[datetime, str, int] | None:
         )
         row = cursor.fetchone()
     return None if row is None else (row[0], row[1], row[2])
+
+
+#: The refusal of a cron expression whose minute field is 61.
+MINUTE_61 = (
+    "its minute field is '61' (minute: 0-59). A cron expression is five fields, minute "
+    "hour day-of-month month day-of-week, with an optional sixth for seconds at the end "
+    "(croniter's order, not Quartz's seconds-first; a seventh after it is the year)"
+)

@@ -1,6 +1,7 @@
 """The schedules' checks for ``in_database``: E051 for what pg_cron cannot
 run exactly, W052 for a schedule no pg_cron job enqueues, each naming the
-schedule; and the option itself, on the decorator and in settings."""
+schedule; and the option itself, on the decorator and in settings. W053
+for a cron expression firing more than once a minute."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 from django.test import override_settings
 
-from astral_taskclaim.schedules import Schedule, cron, every, periodic, schedules
 from astral_taskclaim.schedules import checks as schedule_checks
+from astral_taskclaim.schedules import cron, every, periodic, schedules
 from astral_taskclaim.schedules import in_database as inside
-from astral_taskclaim.schedules.schedule import _from_settings
+from astral_taskclaim.schedules.schedule import Schedule, _from_settings
 from astral_taskclaim.schedules.upkeep import cron_loaded
 from tests.schedules.kit import POSTGRES, claimed, sched_queue
 
@@ -139,3 +140,57 @@ def test_e051_names_each_schedule_when_pg_cron_runs_in_another_zone(
         "in_database, but pg_cron runs its jobs in cron.timezone 'Europe/Berlin', not UTC."
     }
     assert _messages("W052") != {}  # with the setting reset, only the missing job
+
+
+def test_w053_names_a_cron_expression_firing_more_than_once_a_minute(
+    declared: list[str],
+) -> None:
+    task = claimed(window_seconds=60)
+    declared.extend(["typo", "quartz", "twice", "minutely", "at-second-7", "every-second"])
+    periodic(cron("*/5 * * * * *"), name="typo", task={})(task)
+    periodic(cron("0 0 * * * *"), name="quartz", task={})(task)
+    periodic(cron("0 * * * * 0,30"), name="twice", task={})(task)
+    periodic(cron("*/5 * * * *"), name="minutely", task={})(task)
+    periodic(cron("* * * * * 7"), name="at-second-7", task={})(task)
+    periodic(every(1), name="every-second", task={})(task)
+    setting = {"task": "tests.tasks_backend.jobs.add", "cron": "* * * * * *", "args": [1, 2]}
+    with override_settings(TASKCLAIM_SCHEDULES={"from-settings": setting}):
+        found = {
+            m.obj: (m.msg, m.hint)
+            for m in schedule_checks.check_schedules()
+            if m.id == "astral_taskclaim.W053"
+        }
+    order = (
+        "croniter reads five fields, minute hour day-of-month month day-of-week, with an "
+        "optional sixth for seconds at the end (croniter's order, not Quartz's "
+        "seconds-first; a seventh after it is the year)"
+    )
+    silence = "add 'astral_taskclaim.W053' to SILENCED_SYSTEM_CHECKS."
+    assert found == {
+        "typo": (
+            "schedule typo of task tests.schedules.report: cron '*/5 * * * * *' fires 60 "
+            f"times a minute: {order}, so its sixth field, '*', is the seconds.",
+            "For at most one slot a minute write the five fields alone, '*/5 * * * *'. "
+            f"If 60 slots a minute are meant, {silence}",
+        ),
+        "quartz": (
+            "schedule quartz of task tests.schedules.report: cron '0 0 * * * *' fires 60 "
+            f"times a minute: {order}, so its sixth field, '*', is the seconds.",
+            "For at most one slot a minute write the five fields alone, '0 0 * * *', or read "
+            "seconds first (Quartz order), '0 * * * * 0'. "
+            f"If 60 slots a minute are meant, {silence}",
+        ),
+        "twice": (
+            "schedule twice of task tests.schedules.report: cron '0 * * * * 0,30' fires 2 "
+            f"times a minute: {order}, so its sixth field, '0,30', is the seconds.",
+            "For at most one slot a minute write the five fields alone, '0 * * * *'. "
+            f"If 2 slots a minute are meant, {silence}",
+        ),
+        "from-settings": (
+            "schedule from-settings of task tests.tasks_backend.jobs.add: cron "
+            f"'* * * * * *' fires 60 times a minute: {order}, so its sixth field, '*', "
+            "is the seconds.",
+            "For at most one slot a minute write the five fields alone, '* * * * *'. "
+            f"If 60 slots a minute are meant, {silence}",
+        ),
+    }

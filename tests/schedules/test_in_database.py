@@ -17,9 +17,10 @@ from django.urls import reverse
 from astral_taskclaim.apps import after_migrate
 from astral_taskclaim.db.connections import separate_connection
 from astral_taskclaim.queues import queues
-from astral_taskclaim.schedules import Schedule, Scheduler, cron, every, schedules
+from astral_taskclaim.schedules import Scheduler, cron, every, schedules
 from astral_taskclaim.schedules import in_database as inside
 from astral_taskclaim.schedules.overview import overview
+from astral_taskclaim.schedules.schedule import Schedule
 from astral_taskclaim.schedules.timing import slot_text
 from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
 from tests.admin.data import client_for, staff

@@ -16,20 +16,28 @@ from django.test import override_settings
 
 from astral_taskclaim.queues import memory
 from astral_taskclaim.schedules import (
-    Schedule,
     Scheduler,
     cron,
-    declared_schedules,
     every,
     periodic,
     schedules,
 )
 from astral_taskclaim.schedules import checks as schedule_checks
-from astral_taskclaim.schedules.schedule import _from_settings
+from astral_taskclaim.schedules.schedule import Schedule, _from_settings
+from astral_taskclaim.schedules.ticker import declared_schedules
 from astral_taskclaim.schedules.upkeep import cron_loaded
 from astral_taskclaim.worker.loop import Worker
 from tests.claimkit import insert_claim
-from tests.schedules.kit import START, Clock, claimed, message_keys, record, sched_queue, truncate
+from tests.schedules.kit import (
+    MINUTE_61,
+    START,
+    Clock,
+    claimed,
+    message_keys,
+    record,
+    sched_queue,
+    truncate,
+)
 from tests.tasks_backend import jobs
 
 __all__ = ["sched_queue"]
@@ -79,6 +87,33 @@ def test_a_bad_declaration_raises_naming_the_schedule(
         Schedule(arguments.pop("name"), every(60), claimed(), arguments.pop("key"), **arguments)
 
 
+#: What a claimed task's schedule with no task says, on the decorator and as E050.
+NO_TASK = (
+    "schedule nightly of task tests.schedules.report: a claimed task's slot needs task=... "
+    '("payload" in TASKCLAIM_SCHEDULES): the JSON value each slot\'s message carries to the '
+    "task function, as enqueue(key, task) does; give {} for none "
+    "(system check astral_taskclaim.E050)"
+)
+
+
+def test_periodic_without_task_says_what_to_give_as_e050_does() -> None:
+    with pytest.raises(ValueError) as raised:
+        periodic(every(60), name="nightly")(claimed(window_seconds=60))
+    assert str(raised.value) == NO_TASK
+    assert schedules.get("nightly") is None
+    entry = {"task": "tests.schedules.test_schedule.NIGHTLY", "every": 60}
+    with override_settings(TASKCLAIM_SCHEDULES={"nightly": entry}):
+        (error,) = schedule_checks.check_schedules()
+    assert (error.id, error.msg) == (
+        "astral_taskclaim.E050",
+        f"TASKCLAIM_SCHEDULES['nightly']: {NO_TASK}",
+    )
+
+
+#: A claimed task for a TASKCLAIM_SCHEDULES entry to name.
+NIGHTLY = claimed(window_seconds=60)
+
+
 def test_settings_declare_schedules_of_other_apps_tasks() -> None:
     (found,) = _from_settings(
         {"rooms": {"task": "tests.tasks_backend.jobs.refresh", "cron": "*/5 * * * *", "args": [7]}}
@@ -117,7 +152,7 @@ def test_e040_names_the_task_of_a_bad_expression_or_zone(declared: list[str]) ->
     found = {m.obj: m.msg for m in schedule_checks.check_schedules()}
     assert found == {
         "bad-expression": "schedule bad-expression of task tests.schedules.report: "
-        "not a cron expression: '61 * * * *'",
+        f"not a cron expression: '61 * * * *': {MINUTE_61}",
         "bad-zone": "schedule bad-zone of task tests.schedules.report: "
         "unknown time zone 'Mars/Olympus'",
         "no-window": "schedule no-window of task tests.schedules.report: the claimed task "

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from django.db import connections
 
-from astral_taskclaim.schedules import Schedule, Scheduler, cron, every
+from astral_taskclaim.schedules import Scheduler, cron, every
+from astral_taskclaim.schedules.schedule import Schedule
 from astral_taskclaim.schedules.ticker import RETRY_SECONDS
 from astral_taskclaim.tasks import ClaimedTask
 from tests.claimkit import django_pid, terminate

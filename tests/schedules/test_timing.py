@@ -8,7 +8,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from astral_taskclaim.schedules import Cron, Every, slot_text
+from astral_taskclaim.schedules import Every
+from astral_taskclaim.schedules.timing import Cron, slot_text
+from tests.schedules.kit import MINUTE_61
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -80,7 +82,7 @@ def test_an_interval_is_anchored_at_the_epoch_so_every_process_agrees() -> None:
 @pytest.mark.parametrize(
     ("expression", "zone", "problem"),
     [
-        ("61 * * * *", "UTC", "not a cron expression: '61 * * * *'"),
+        ("61 * * * *", "UTC", f"not a cron expression: '61 * * * *': {MINUTE_61}"),
         ("0 * * * *", "Europe/Nowhere", "unknown time zone 'Europe/Nowhere'"),
         ("0 * * * *", "", "zone must be an IANA time zone name, got ''"),
     ],
@@ -90,6 +92,56 @@ def test_a_bad_expression_or_zone_is_kept_as_the_problem(
 ) -> None:
     assert Cron(expression, zone).problem == problem
     assert Cron("0 * * * *", "Europe/Berlin").problem is None
+
+
+@pytest.mark.parametrize(
+    ("expression", "says"),
+    [
+        ("0 30 2 * * *", "its hour field is '30' (hour: 0-23)"),
+        ("0 0 32 * *", "its day of month field is '32' (day of month: 1-31 or L)"),
+        ("0 0 * 13 *", "its month field is '13' (month: 1-12 or jan-dec)"),
+        ("0 0 * * 8", "its day of week field is '8' (day of week: 0-7 or sun-sat)"),
+        ("0 0 * * * 60", "its second field is '60' (second: 0-59)"),
+        ("0 24 * * * x", "its hour field is '24' (hour: 0-23); its second field is 'x'"),
+        ("* * * *", "it has 4 fields"),
+        ("", "it has 0 fields"),
+    ],
+)
+def test_a_refused_expression_names_each_wrong_field_and_the_order(
+    expression: str, says: str
+) -> None:
+    problem = Cron(expression).problem
+    assert problem is not None
+    assert problem.startswith(f"not a cron expression: {expression!r}: {says}")
+    assert "five fields, minute hour day-of-month month day-of-week, with an optional " in problem
+    assert "sixth for seconds at the end" in problem
+
+
+@pytest.mark.parametrize(
+    ("quartz", "croniter_order"),
+    [("0 30 2 * * *", "30 2 * * * 0"), ("0 30 2 * * ? 2030", "30 2 * * ? 0 2030")],
+)
+def test_a_quartz_expression_is_refused_with_its_croniter_order(
+    quartz: str, croniter_order: str
+) -> None:
+    problem = Cron(quartz).problem
+    assert problem is not None
+    assert problem.endswith(
+        f"; read seconds first (Quartz order) it is valid: write it {croniter_order!r}"
+    )
+    assert Cron(croniter_order).problem is None
+    assert "Quartz order) it is valid" not in (Cron("61 * * * *").problem or "")
+
+
+@pytest.mark.parametrize(
+    ("expression", "per_minute"),
+    [("*/5 * * * *", 1), ("*/5 * * * * *", 60), ("0 0 * * * 0,30", 2), ("0 0 * * * 7", 1)],
+)
+def test_a_seconds_field_says_how_often_a_minute_it_fires(expression: str, per_minute: int) -> None:
+    timing = Cron(expression)
+    assert timing.per_minute == per_minute
+    start = datetime(2026, 1, 1, tzinfo=UTC) - timedelta(microseconds=1)
+    assert len(slots_between(timing, start, start + timedelta(minutes=1))) == per_minute
 
 
 @pytest.mark.parametrize("seconds", [0, -1, 1.5, True, "10"])

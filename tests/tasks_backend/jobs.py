@@ -66,6 +66,11 @@ def fails_once_for_good() -> None:
     raise Boom("no retries")
 
 
+@_task(max_retries=0)
+def fails_with_odd_text() -> None:
+    raise Boom("nul \x00 lone \ud800")  # text PostgreSQL cannot hold as it is
+
+
 @_task(window_seconds=300)
 def refresh(room: int) -> int:
     calls.append(("refresh", room))

@@ -186,3 +186,51 @@ def test_a_huge_traceback_is_cut_on_the_detail_page(staff: Any) -> None:
     assert "T" * 10_000 + "…" in page
     assert "T" * 10_001 not in page
     assert "Cut after 10000 of 20000000 characters." in page
+
+
+def test_retry_sends_the_key_the_run_coalesced_under_so_enqueue_coalesces_with_it(
+    staff: Any,
+) -> None:
+    # A key given at enqueue (using(key=...)) is the run's, not the task's default.
+    cancelled = jobs.refresh.using(key="room:all").enqueue(5)
+    client = staff("change_storedtaskresult", "add_storedtaskresult")
+    url = reverse(CHANGELIST)
+    client.post(url, {"action": "cancel_runs", "_selected_action": [cancelled.id]})
+    drain()  # its message is acked unrun
+    client.post(url, {"action": "retry_runs", "_selected_action": [cancelled.id]})
+    [(body, *_rest)] = message_rows()
+    assert body["key"] == "room:all"
+    again = jobs.refresh.using(key="room:all").enqueue(5)
+    assert again.id == body["claim"]  # coalesced with the retried run
+    assert len(message_rows()) == 1
+
+
+def test_retry_says_so_when_the_runs_window_was_given_at_enqueue(staff: Any) -> None:
+    cancelled = jobs.add.using(key="sum:1", window_seconds=60).enqueue(1, 2)
+    client = staff("change_storedtaskresult", "add_storedtaskresult")
+    url = reverse(CHANGELIST)
+    client.post(url, {"action": "cancel_runs", "_selected_action": [cancelled.id]})
+    drain()
+    form = {"action": "retry_runs", "_selected_action": [cancelled.id]}
+    page = client.post(url, form, follow=True).content.decode()
+    assert f"Run {cancelled.id}: not enqueued: its window was given when it was enqueued" in page
+    assert "0 runs enqueued again." in page
+    assert message_rows() == []
+
+
+def test_the_detail_page_of_a_failed_run_retries_it_with_the_add_permission(staff: Any) -> None:
+    failed = jobs.fails_once_for_good.enqueue()
+    drain()
+    detail = reverse("admin:astral_taskclaim_storedtaskresult_change", args=(failed.id,))
+    client = staff()
+    assert 'name="_detail_action"' not in client.get(detail).content.decode()
+    assert client.post(detail, {"_detail_action": ""}).status_code == 403
+    user = User.objects.get(username="viewer")
+    user.user_permissions.add(Permission.objects.get(codename="add_storedtaskresult"))
+    assert 'name="_detail_action" value="Retry"' in client.get(detail).content.decode()
+    assert message_rows() == []
+    response = client.post(detail, {"_detail_action": ""}, follow=True)
+    assert response.redirect_chain == [(detail, 302)]
+    assert "1 run enqueued again." in response.content.decode()
+    [(body, *_rest)] = message_rows()
+    assert body["task"]["taskPath"] == jobs.fails_once_for_good.module_path

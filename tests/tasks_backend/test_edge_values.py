@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta, timezone
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -105,7 +106,7 @@ ARGUMENTS = [
     ((NAN,), {}, "args[0] is nan"),
     ((1,), {"b": INF}, "kwargs['b'] is inf"),
     (([1, {"x": -INF}],), {}, "args[0][1]['x'] is -inf"),
-    (({NAN: 1},), {}, "args[0] has key nan"),
+    (({NAN: 1},), {}, "args[0] has the key nan"),
 ]
 
 
@@ -126,9 +127,38 @@ def test_nan_or_infinity_in_the_arguments_is_a_type_error_naming_it(
     assert nothing_written()
 
 
-def test_an_argument_of_no_json_type_is_named_too() -> None:
-    with pytest.raises(TypeError, match=r"add: arguments must be JSON: kwargs\['b'\]: Unsupported"):
-        jobs.add.enqueue(1, b=object())
+@pytest.mark.parametrize(
+    ("args", "kwargs", "culprit"),
+    [
+        ((1,), {"b": object()}, "kwargs['b']: Unsupported type"),
+        (({"when": datetime(2030, 1, 1, tzinfo=UTC)},), {}, "args[0]['when']: Unsupported type"),
+        ((1,), {"b": {"items": [1, 2, {3}]}}, "kwargs['b']['items'][2]: Unsupported type"),
+        (
+            ({(1, 2): 3},),
+            {},
+            "args[0] has the key (1, 2) (tuple); JSON object keys must be str, int, float",
+        ),
+    ],
+)
+def test_an_argument_of_no_json_type_is_named_with_its_path(
+    args: tuple[Any, ...], kwargs: dict[str, Any], culprit: str
+) -> None:
+    with pytest.raises(TypeError) as raised:
+        jobs.add.enqueue(*args, **kwargs)
+    assert str(raised.value).startswith(
+        f"{jobs.add.module_path}: arguments must be JSON: {culprit}"
+    )
+    assert nothing_written()
+
+
+def test_a_decimal_argument_is_refused_naming_it_and_what_to_send() -> None:
+    with pytest.raises(TypeError) as raised:
+        jobs.add.enqueue(1, b={"price": [Decimal("1.10")]})
+    assert str(raised.value) == (
+        f"{jobs.add.module_path}: arguments must be JSON: kwargs['b']['price'][0] is "
+        "Decimal('1.10'): JSON has no decimal type, and a float would lose digits (the "
+        "TypeScript side reads a double); send str() of it"
+    )
     assert nothing_written()
 
 

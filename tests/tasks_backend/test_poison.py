@@ -6,9 +6,9 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import time
 import uuid
 from collections.abc import Iterator
-from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -148,7 +148,7 @@ def test_an_unknown_task_is_sent_again_until_it_is_deployed(
     assert drain(max_messages=1).retried == 1
     [(resent, *_rest, attempts)] = message_rows()
     assert (resent["task"]["taskPath"], attempts) == (path, 0)  # a new message
-    [unknown] = events(caplog, "tasks.task_unknown")
+    [unknown] = events(caplog, "queue.task_unknown")
     assert "not_deployed_yet" in unknown.getMessage()
     stored = results.fetch("default", result.id)
     assert stored.status == "READY"
@@ -167,23 +167,36 @@ def test_an_unknown_task_is_sent_again_until_it_is_deployed(
     assert results.fetch("default", result.id).status == "SUCCESSFUL"
 
 
-def test_an_unknown_task_fails_an_hour_after_its_enqueue() -> None:
+def test_an_unknown_task_fails_an_hour_after_a_worker_first_found_it_unknown() -> None:
     path = "tests.tasks_backend.never_deployed.add"
     result = jobs.add.using(window_seconds=300).enqueue(1, 1)
     body = body_of(result)
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM taskclaim.message")
-        cursor.execute(
-            "UPDATE taskclaim.task_result SET task_path = %s, enqueued_at = %s",
-            [path, results.fetch("default", result.id).enqueued_at - timedelta(hours=1)],
-        )
-    sent({**body, "task": {**body["task"], "taskPath": path}})
-    assert drain().unparseable == 1
+        cursor.execute("UPDATE taskclaim.task_result SET task_path = %s", [path])
+    task = {**body["task"], "taskPath": path}
+    an_hour_ago = round((time.time() - 3600) * 1000)
+    sent({**body, "task": task, "waitingSince": an_hour_ago + 60_000})
+    assert drain(max_messages=1).retried == 1  # a minute to go
+    [(resent, *_rest)] = message_rows()
+    assert resent["waitingSince"] == an_hour_ago + 60_000
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM taskclaim.message")
+    sent({**body, "task": task, "waitingSince": an_hour_ago})
+    assert drain().failed == 1
     stored = results.fetch("default", result.id)
     assert stored.status == "FAILED"
     assert "never_deployed" in stored.errors[-1]["traceback"]
     assert claims() == []
     assert message_rows() == []
+
+
+def test_an_error_text_postgresql_cannot_hold_is_stored_escaped() -> None:
+    result = jobs.fails_with_odd_text.enqueue()
+    assert drain().failed == 1
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED
+    assert "Boom: nul \\x00 lone \\ud800" in result.errors[0].traceback
 
 
 @pytest.mark.usefixtures("worker_handlers")

@@ -291,6 +291,7 @@ def test_stats_merge_every_counter_of_a_summary_and_print_them_one_way() -> None
     one = ConsumeSummary("jobs", ok=1, retried=2, failed=3, malformed=4, unparseable=5)
     one.claim_write_failures = 6
     one.returned = 7
+    one.unknown_task = 1
     one.retry_delays.append(30)
     stats = WorkerStats("jobs", received=15)
     stats.add(one)
@@ -303,12 +304,13 @@ def test_stats_merge_every_counter_of_a_summary_and_print_them_one_way() -> None
         "malformed": 8,
         "unparseable": 10,
         "claim_write_failures": 12,
+        "unknown_task": 2,
         "returned": 14,
         "retry_delays": [30, 30],
     }
     assert str(stats) == (
         "jobs: 15 received, 2 ok, 4 retried, 6 failed, 8 malformed, 10 unparseable, "
-        "12 claim writes failed, 14 returned unrun"
+        "2 waiting for a worker that has their task, 12 claim writes failed, 14 returned unrun"
     )
     assert str(one).startswith("jobs: 15 messages, 1 ok, 2 retried,")
 

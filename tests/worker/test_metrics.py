@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -70,6 +71,16 @@ def test_a_worker_exposes_its_counters_durations_and_queue_depth(jobs: PostgresQ
     assert 'taskclaim_task_run_duration_seconds_count{outcome="ok",queue="jobs"} 1.0' in text
     assert 'taskclaim_queue_messages{queue="jobs",state="delayed"} 1.0' in text
     assert 'taskclaim_queue_messages{queue="jobs",state="ready"} 0.0' in text
+
+
+def test_a_message_waiting_for_its_task_is_counted(jobs: PostgresQueue) -> None:
+    body = {"key": "k", "claim": str(uuid.uuid4()), "windowSeconds": 60, "task": 1}
+    jobs.send({**body, "taskName": "tests.deployed_later"})
+    worker = Worker("jobs", task=make_task(), wait=0, burst=True)
+    registry, worker.on_run = worker_registry(worker)
+    worker.run()
+    text = generate_latest(registry).decode()
+    assert 'taskclaim_worker_unknown_task_messages_total{queue="jobs"} 1.0' in text
 
 
 def test_the_worker_registry_is_served_over_http(jobs: PostgresQueue) -> None:

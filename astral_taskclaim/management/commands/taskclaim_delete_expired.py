@@ -1,5 +1,6 @@
 """``manage.py taskclaim_delete_expired``: pg_cron's hourly job, for
-deployments without pg_cron."""
+deployments where neither pg_cron nor the workers' upkeep deletes expired
+claims."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ __all__ = ["Command"]
 class Command(AppCommand):
     help = (
         "Deletes expired claims in batches, each its own short transaction, so claims are "
-        "never blocked for long. Schedule it hourly where pg_cron does not run."
+        "never blocked for long. pg_cron's job, or without pg_cron the consume_claimed "
+        "workers (TASKCLAIM_UPKEEP), do it hourly; schedule this command hourly only where "
+        "neither does."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -55,6 +58,8 @@ class Command(AppCommand):
         if not cron.has_cleanup_job(connection):
             raise CommandError(
                 f"no pg_cron job cleans database {connection.settings_dict['NAME']}: pg_cron is "
-                "not loaded or refused (see the warning above); schedule this command hourly"
+                "not loaded or refused (see the warning above). Where it is not loaded the "
+                "workers delete expired claims (TASKCLAIM_UPKEEP); otherwise schedule this "
+                "command hourly"
             )
         self.stdout.write(f"pg_cron deletes expired claims in {connection.settings_dict['NAME']}.")

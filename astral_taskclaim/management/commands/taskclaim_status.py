@@ -11,6 +11,7 @@ from astral_taskclaim.claims.status import collect
 from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.management.base import AppCommand
 from astral_taskclaim.schedules.overview import overview
+from astral_taskclaim.worker.checks import unknown_task_counts
 
 __all__ = ["Command"]
 
@@ -27,16 +28,18 @@ class Command(AppCommand):
     help = (
         "Shows per queue the messages ready, delayed and leased and the oldest one's age, "
         "the claims active and expired, rows waiting in outboxes (and those set aside, "
-        "refused by the service), the latest runs that gave up in the last day, and each "
-        "schedule's last and next slot. '?' marks what a backend does not expose or could "
-        "not tell; a queue that could not be asked shows its error on stderr."
+        "refused by the service), PostgreSQL-queue messages naming a task no installed "
+        "module registers (waiting for a worker that has it), the latest runs that gave up "
+        "in the last day, and each schedule's last and next slot. '?' marks what a backend "
+        "does not expose or could not tell; a queue that could not be asked shows its error "
+        "on stderr."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", help="One JSON object, for scripts.")
 
     def run(self, options: dict[str, Any]) -> None:
-        found = {**collect(), "schedules": overview()}
+        found = {**collect(), "unknown_tasks": unknown_task_counts(), "schedules": overview()}
         if options["json"]:
             self.stdout.write(json.dumps(found, indent=2, sort_keys=True))
             return
@@ -61,6 +64,15 @@ class Command(AppCommand):
                 f"outbox of {name}: {depth} rows waiting for the relay, oldest "
                 f"{_cell(outbox['oldest_seconds'])} s, {outbox['dead']} set aside"
             )
+        for name, unknown in found["unknown_tasks"].items():
+            for entry in unknown:
+                task = "no task" if entry["task"] is None else f"task {entry['task']!r}"
+                self.stdout.write(
+                    printable(
+                        f"queue {name}: {entry['messages']} messages name {task}, which no "
+                        "installed module registers: waiting for a worker that has it"
+                    )
+                )
         self._failures(found["recent_failures"])
         for row in found["schedules"]:
             self.stdout.write(

@@ -44,6 +44,7 @@ default 60), ``poll_interval`` (seconds, default 2), ``listen`` (default
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import time
 import uuid
@@ -239,6 +240,12 @@ class PostgresQueue(BaseQueue):
         rows = self._execute("queue/status.sql", {"queue": self.queue_name})
         ready, delayed, leased, oldest = rows[0]
         return QueueStatus(ready, delayed, leased, None if oldest is None else float(oldest))
+
+    def task_names(self) -> list[tuple[object, int]]:
+        """How many messages name each task: ``(name, count)`` pairs, the
+        name as the body gives it (``None``: it names none)."""
+        rows = self._execute("queue/task_names.sql", {"queue": self.queue_name})
+        return [(None if name is None else json.loads(name), count) for name, count in rows]
 
     def settle(self, messages: Sequence[ReceivedMessage]) -> None:
         """Deletes the acked and delays the retried messages, wakes waiting
