@@ -97,6 +97,21 @@ def test_a_slot_is_enqueued_once_however_often_it_is_called(sched_queue: str) ->
     assert record("in-db") == (START + timedelta(minutes=1), "enqueued", 2)
 
 
+def test_a_slot_the_record_holds_is_not_enqueued_again_after_its_claim_expired(
+    sched_queue: str,
+) -> None:
+    # A worker whose clock runs ahead enqueued the slot and recorded it;
+    # by the time pg_cron reaches that slot, its claim has long expired.
+    schedule = in_db(claimed(window_seconds=300))
+    assert enqueue_slot(schedule, START) == "enqueued"
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM taskclaim.claim")
+    assert enqueue_slot(schedule, START) is None
+    assert enqueue_slot(schedule, START - timedelta(minutes=1)) is None
+    assert message_keys(sched_queue) == ["report:2026-12-01T09:00:00Z"]
+    assert record("in-db") == (START, "enqueued", 1)
+
+
 def test_two_connections_racing_for_a_slot_enqueue_it_once(sched_queue: str) -> None:
     schedule = in_db(claimed(window_seconds=300))
     barrier, outcomes = threading.Barrier(2), []

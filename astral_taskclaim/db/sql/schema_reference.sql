@@ -219,6 +219,21 @@ BEGIN
     RETURN NULL;  -- a worker or an earlier run has the slot
   END IF;
 
+  -- The record moves forward only, as a worker's (schedule/record.sql):
+  -- a slot at or before the newest recorded one was enqueued already, by a
+  -- worker whose clock ran ahead, however long ago its slot claim expired.
+  INSERT INTO taskclaim.schedule AS s (name, last_slot, outcome)
+  VALUES (schedule, v_slot, 'started')
+  ON CONFLICT (name) DO UPDATE SET
+    last_slot = EXCLUDED.last_slot,
+    enqueued_at = statement_timestamp(),
+    outcome = EXCLUDED.outcome,
+    slots = s.slots + 1
+  WHERE s.last_slot < EXCLUDED.last_slot;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+
   WITH claimed AS (
     INSERT INTO taskclaim.claim AS c (key, expires_at, token)
     SELECT v_task, statement_timestamp() + make_interval(secs => window_seconds), gen_random_uuid()
@@ -239,13 +254,8 @@ BEGIN
   GET DIAGNOSTICS v_sent = ROW_COUNT;
   v_outcome := CASE WHEN v_sent > 0 THEN 'enqueued' ELSE 'coalesced' END;
 
-  INSERT INTO taskclaim.schedule AS s (name, last_slot, outcome)
-  VALUES (schedule, v_slot, v_outcome)
-  ON CONFLICT (name) DO UPDATE SET
-    last_slot = greatest(s.last_slot, EXCLUDED.last_slot),
-    enqueued_at = statement_timestamp(),
-    outcome = EXCLUDED.outcome,
-    slots = s.slots + 1;
+  UPDATE taskclaim.schedule AS s SET outcome = v_outcome
+  WHERE s.name = enqueue_schedule_slot.schedule AND s.last_slot = v_slot;
   RETURN v_outcome;
 END;
 $function$;
