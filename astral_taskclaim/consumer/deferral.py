@@ -23,7 +23,9 @@ message waits for a worker that has it, never using up the task's attempts:
   error when it is given up) and counts in ``ConsumeSummary.unknown_task``.
 
 A name no task can have (not a string, empty, or holding NUL) is given up
-at once: no deploy brings a worker that has it.
+at once: no deploy brings a worker that has it. So is a body the queue
+cannot take again (over its size limit once the field is added, or holding
+a lone surrogate): its send would stop the worker at every delivery.
 """
 
 from __future__ import annotations
@@ -89,8 +91,10 @@ class UnknownTask(MessageConsumer):
         now = time.time()
         since = _waiting_since(message.body, now)
         waited = now - since
-        if not self.nameable or waited >= _PATIENCE_SECONDS:
-            return self._give_up(message, summary, found, waited)
+        body = {**message.body, WAITING_FIELD: round(since * 1000)}
+        unsendable = _unsendable(summary.queue, body) if self.nameable else None
+        if not self.nameable or waited >= _PATIENCE_SECONDS or unsendable:
+            return self._give_up(message, summary, found, waited, unsendable)
         wait = min(max(waited, _FIRST_WAIT), _LONGEST_WAIT)
         scale = self.consumer.scale
         wait = wait if scale == 1.0 else round(wait * scale, 3)
@@ -98,7 +102,6 @@ class UnknownTask(MessageConsumer):
             self.on_failure(self.error, False)
         queue = summary.queue
         self.consumer.write_claim(queue, found, summary, False, wait)
-        body = {**message.body, WAITING_FIELD: round(since * 1000)}
         send_again(queue, message, wait, body)
         logger.warning(
             "%s task %s: %s; waiting %s s more for a worker that has it",
@@ -111,7 +114,12 @@ class UnknownTask(MessageConsumer):
         return "retried"
 
     def _give_up(
-        self, message: Message, summary: ConsumeSummary, found: Envelope, waited: float
+        self,
+        message: Message,
+        summary: ConsumeSummary,
+        found: Envelope,
+        waited: float,
+        unsendable: str | None = None,
     ) -> Outcome:
         error = self.error
 
@@ -119,6 +127,7 @@ class UnknownTask(MessageConsumer):
             raise error
 
         why = f"waited {waited:.0f} s" if self.nameable else "no task can have that name"
+        why = f"it cannot be sent again: {unsendable}" if unsendable else why
         logger.error(
             "%s task %s: %s; given up (%s)",
             *(printable(summary.queue), printable(found.key), printable(error), why),
@@ -151,6 +160,17 @@ def _waiting_since(body: Any, now: float) -> float:
     except OverflowError:  # an int past a double's range
         return now
     return min(seconds, now) if math.isfinite(seconds) else now
+
+
+def _unsendable(queue: str, body: Any) -> str | None:
+    """Why ``body`` cannot be sent to ``queue`` (over its size limit with
+    the waiting field, a lone surrogate no queue writes), else ``None``:
+    raised from the send, it would stop the worker at every delivery."""
+    try:
+        queues[queue].encode(body)
+    except (TypeError, ValueError) as error:
+        return str(error)
+    return None
 
 
 def _always(task: Any) -> bool:

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from croniter import CroniterError
+
 from astral_taskclaim.claims.writing import resolve_alias
 from astral_taskclaim.schedules.in_database import run_by_pg_cron
 from astral_taskclaim.schedules.models import ScheduleRecord
@@ -58,11 +60,15 @@ class ScheduleRow:
 
     def next_slot(self, now: datetime) -> datetime | None:
         """The first slot after ``now``, in the schedule's zone; ``None`` when
-        not declared, or declared with a timing the system check refuses."""
+        not declared, declared with a timing the system check refuses, or
+        with none to come (a cron's years are past)."""
         if self.declared is None or self.declared.timing.problem is not None:
             return None
         timing = self.declared.timing
-        slot = timing.after(now)
+        try:
+            slot = timing.after(now)
+        except CroniterError:
+            return None
         return slot.astimezone(timing.zone) if isinstance(timing, Cron) else slot
 
     def as_json(self, now: datetime) -> dict[str, Any]:

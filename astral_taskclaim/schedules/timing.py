@@ -27,6 +27,7 @@ from croniter import CroniterError, croniter
 __all__ = ["FIELD_ORDER", "Cron", "Every", "Timing", "quartz_order", "slot_text"]
 
 _TICK = timedelta(microseconds=1)
+_EPOCH = datetime(1970, 1, 1)
 
 #: How croniter reads an expression's fields, as the errors and W053 say it.
 FIELD_ORDER = (
@@ -60,6 +61,13 @@ def _cron_problem(expression: object) -> str | None:
     if not isinstance(expression, str):
         return f"not a cron expression: {expression!r} (give a string)"
     if croniter.is_valid(expression):
+        try:  # without a year field: years gone by still count as firing
+            croniter(" ".join(_fields(expression)[:6]), _EPOCH).get_next(datetime)
+        except CroniterError:  # February 30th: valid fields, never a date
+            return (
+                f"{expression!r} never fires: no date matches its day of month, month "
+                "and day of week together"
+            )
         return None
     fields = _fields(expression)
     count = len(fields)

@@ -167,14 +167,26 @@ def check_unknown_tasks(
         except DatabaseError:
             continue  # W007 or W030 says why
         for name, count in found:
-            what = "name no task, and it has no default" if name is None else f"name {name!r}"
+            if name is None:  # sent while the queue had one task, or by TypeScript
+                names = ", ".join(task.name for task in registry.tasks_of(alias))
+                what = f"name no task, and none of its tasks ({names}) is declared default=True"
+                hint = (
+                    "Declare default=True on the task these messages are for (the one "
+                    "the queue carried before it gained another), or have the producer "
+                    'add "taskName".'
+                )
+            else:
+                what = f"name {name!r}, a task no installed module registers for it"
+                hint = (
+                    "Deploy the code that declares it (import a task declared outside "
+                    "tasks.py from there), or correct the producer that names it."
+                )
             messages.append(
                 checks.Warning(
-                    f"queue {alias!r} holds {count} messages that {what}, a task no installed "
-                    "module registers for it: they wait for a worker that has it, then are "
-                    "given up an hour after a worker first found it unknown.",
-                    hint="Deploy the code that declares it (import a task declared outside "
-                    "tasks.py from there), or correct the producer that names it.",
+                    f"queue {alias!r} holds {count} messages that {what}: they wait for a "
+                    "worker that has it, then are given up an hour after a worker first "
+                    "found it unknown.",
+                    hint=hint,
                     obj=alias,
                     id=CHECK_ID.format("W037"),
                 )

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from io import StringIO
 from zoneinfo import ZoneInfo
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.urls import reverse
 
@@ -83,3 +86,20 @@ def test_a_declared_schedule_that_never_ran_is_listed_with_its_next_slot_in_its_
     assert "coalesced" in recorded
     assert reverse("admin:astral_taskclaim_schedulerecord_change", args=("nightly",)) in recorded
     assert page.count(">nightly<") == 1
+
+
+@pytest.mark.parametrize("expression", ["0 0 1 1 * 0 2020", "0 0 31 2 *"])
+def test_a_schedule_with_no_slot_to_come_is_listed_with_none(expression: str) -> None:
+    # Its years are past, or (E050) no date matches it: croniter finds no
+    # next slot, which made the page a 500 and taskclaim_status a traceback.
+    periodic(cron(expression), name="over", task={})(claimed(60))
+    try:
+        page = client_for(staff("viewer", "view_schedulerecord")).get(LIST)
+        assert page.status_code == 200
+        assert expression in row_of(page.content.decode(), "over")
+        out = StringIO()
+        call_command("taskclaim_status", "--json", stdout=out)
+        [row] = [row for row in json.loads(out.getvalue())["schedules"] if row["name"] == "over"]
+        assert row["next_slot"] is None
+    finally:
+        schedules.remove("over")

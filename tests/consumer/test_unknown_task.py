@@ -166,6 +166,33 @@ def test_a_name_no_task_can_have_is_given_up_at_once(shared: PostgresQueue) -> N
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_body_that_cannot_be_sent_again_is_given_up_not_the_worker(
+    shared: PostgresQueue, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Within the limit as enqueued, over it with the waiting field; and a
+    # lone surrogate (JSON.stringify writes one escaped), which no queue
+    # writes: sending either again raised out of the worker, every delivery.
+    sent = body("app.send_sms")
+    sent["task"] = ""
+    room = shared.max_body_bytes - len(shared.encode(sent))
+    shared.send({**sent, "task": "a" * room})
+    text = json.dumps(body("app.send_sms", key="k2")).replace('"task": 1', '"task": "\\ud800"')
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO taskclaim.message (queue, body) VALUES (%s, %s)", [shared.queue_name, text]
+        )
+    stats = drain(shared, *tasks("app.refresh", "app.report")).stats
+    assert (stats.failed, stats.retried) == (2, 0)
+    assert rows(shared) == []
+    assert not {"k1", "k2"} & set(claims())  # released
+    runs = ClaimedRun.objects.filter(queue="shared").order_by("key")
+    assert [(run.key, run.status) for run in runs] == [("k1", "FAILED"), ("k2", "FAILED")]
+    why = [record.getMessage() for record in events(caplog, "queue.task_unknown")]
+    assert f"over the {shared.max_body_bytes}-byte limit" in why[0]
+    assert "not valid Unicode text" in why[1]
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_typescript_body_goes_to_the_default_and_waits_without_one(
     shared: PostgresQueue,
 ) -> None:
@@ -210,6 +237,27 @@ def test_check_and_status_name_queued_tasks_no_installed_module_registers(
             "queue shared: 2 messages name task 'app.send_sms', which no installed module "
             "registers: waiting for a worker that has it"
         ) in out.getvalue()
+    finally:
+        registry.unregister("shared")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_check_asks_for_a_default_for_messages_naming_no_task(shared: PostgresQueue) -> None:
+    # The README's mistake: a queue gains a second task while messages
+    # sent when it had one (naming none) are queued; no deploy brings a
+    # worker for them, declaring the old task default=True does.
+    registry.task(queue="shared", name="app.refresh")(print)
+    registry.task(queue="shared", name="app.report")(print)
+    try:
+        typescript = body(None)
+        del typescript["taskName"]
+        shared.send(typescript)
+        [warning] = check_unknown_tasks(databases=["default"])
+        assert warning.msg.startswith(
+            "queue 'shared' holds 1 messages that name no task, and none of its tasks "
+            "(app.refresh, app.report) is declared default=True:"
+        )
+        assert str(warning.hint).startswith("Declare default=True on the task these messages")
     finally:
         registry.unregister("shared")
 

@@ -117,6 +117,16 @@ def test_a_refused_expression_names_each_wrong_field_and_the_order(
     assert "sixth for seconds at the end" in problem
 
 
+@pytest.mark.parametrize("expression", ["0 0 31 2 *", "0 0 30 2 *", "0 0 31 4,6,9,11 *"])
+def test_an_expression_no_date_matches_is_refused(expression: str) -> None:
+    assert Cron(expression).problem == (
+        f"{expression!r} never fires: no date matches its day of month, month and "
+        "day of week together"
+    )
+    assert Cron("0 0 29 2 *").problem is None  # every leap year
+    assert Cron("0 0 1 1 * 0 2020").problem is None  # it fired: past years are not refused
+
+
 @pytest.mark.parametrize(
     ("quartz", "croniter_order"),
     [("0 30 2 * * *", "30 2 * * * 0"), ("0 30 2 * * ? 2030", "30 2 * * ? 0 2030")],
