@@ -15,6 +15,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 
 from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.core.validation import check_configured
 from astral_taskclaim.queues import BaseQueue, unknown_queue
 from astral_taskclaim.worker.shutdown import TwoStageStop
 
@@ -75,15 +76,13 @@ class QueueLoopCommand(BaseCommand, Generic[L]):
                 raise CommandError(unknown_queue(name))
         try:
             loop = self.make(queue, options)
+            # A loop over several queues lists them all as ``backends``.
+            for backend in getattr(loop, "backends", None) or [loop.backend]:
+                check_configured(backend)
         except LookupError as error:
             raise CommandError(str(error.args[0])) from error
         except (ImproperlyConfigured, TypeError, ValueError) as error:
             raise CommandError(str(error)) from error
-        # A loop over several queues lists them all as ``backends``.
-        backends = getattr(loop, "backends", None) or [loop.backend]
-        errors = [m.msg for backend in backends for m in backend.check() if m.is_serious()]
-        if errors:
-            raise CommandError("; ".join(errors))
         self.prepare(loop, options)
         with _console_log(self.stderr, options["verbosity"]), loop.stopper.signal_handlers():
             self.run_loop(loop, options)

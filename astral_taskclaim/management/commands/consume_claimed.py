@@ -13,6 +13,7 @@ from astral_taskclaim.consumer.summary import TaskRun
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.not_migrated import NotMigratedError, ensure_migrated
+from astral_taskclaim.core.validation import validate_count
 from astral_taskclaim.management.loop import QueueLoopCommand
 from astral_taskclaim.queues import QueueError, unknown_queue
 from astral_taskclaim.schedules import Scheduler
@@ -96,8 +97,9 @@ class Command(QueueLoopCommand[WorkerGroup]):
 
     def make(self, queue: list[str], options: dict[str, Any]) -> WorkerGroup:
         # Checked here, naming the option: the workers' own checks name a queue.
-        _check_count("--concurrency", options["concurrency"])
-        _check_count("--max-messages", options["max_messages"])
+        validate_count("--concurrency", options["concurrency"])
+        if options["max_messages"] is not None:
+            validate_count("--max-messages", options["max_messages"])
         queues = consumed_queues(queue)
         return WorkerGroup(
             queues,
@@ -155,11 +157,6 @@ def _ensure_migrated(worker: Worker) -> None:
         pass
 
 
-def _check_count(option: str, value: int | None) -> None:
-    if value is not None and value < 1:
-        raise CommandError(f"{option} must be from 1 or more, got {value}")
-
-
 def _caps(pairs: list[str], consumed: list[str]) -> dict[str, int]:
     """``--queue-concurrency QUEUE=N`` options as a mapping, each ``QUEUE``
     one of the ``consumed`` queues and each ``N`` from 1."""
@@ -175,8 +172,7 @@ def _caps(pairs: list[str], consumed: list[str]) -> dict[str, int]:
                 f"--queue-concurrency {pair}: queue {queue!r} is configured but not consumed "
                 f"by this worker (consuming: {', '.join(consumed)})"
             )
-        _check_count(f"--queue-concurrency {pair}: concurrency", int(count))
-        caps[queue] = int(count)
+        caps[queue] = validate_count(f"--queue-concurrency {pair}: concurrency", int(count))
     return caps
 
 
