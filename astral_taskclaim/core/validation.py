@@ -1,18 +1,14 @@
-"""The one way to check a value: each ``validate_*`` returns the value (or
-its clean form) or raises ``TypeError`` (wrong type; a ``bool`` is never a
-number) or ``ValueError`` (out of range), naming the setting, option or
-argument and the bad value. Code that reports instead of raising (system
-checks, a command's line numbers) catches these and words them in place.
-
-The claim functions' arguments are checked here before anything is written.
+"""The one way to check a value given to the app: each ``validate_*``
+returns the value (or its clean form) or raises ``TypeError`` (wrong type;
+a ``bool`` is never a number) or ``ValueError`` (out of range), naming the
+setting, option or argument and the bad value. Code that reports instead
+of raising (system checks, a command's ``--file`` lines) catches these.
 
 A key is a non-empty ``str`` without NUL of at most :data:`MAX_KEY_BYTES`
 UTF-8 bytes, so it always fits the primary-key index. Windows and delays
 are ``int`` or ``float`` seconds, finite, from 0 up to :data:`MAX_SECONDS`;
-a window a producer gives is more than 0.
-Each check raises ``TypeError`` or ``ValueError`` naming the bad argument.
-(Tokens and tasks, which belong to the message body, are checked in
-:mod:`~astral_taskclaim.core.envelope`.)
+a window a producer gives is more than 0. (Tokens and tasks, which belong
+to the message body, are checked in :mod:`~astral_taskclaim.core.envelope`.)
 
 Before a key is claimed, :func:`check_configured` and :func:`check_encodes`
 make a queue raise what its send would (a bad option, a body too big), so
@@ -197,11 +193,11 @@ def validate_alias(value: object, *, name: str) -> str:
     raise ValueError(f"{name} must name a TASKCLAIM_QUEUES alias ({known}), got {value!r}")
 
 
-def validate_callable(value: object, *, name: str) -> object:
-    """``value`` if it is callable (``None`` passes: an optional hook left
-    out), else ``TypeError`` naming ``name``."""
-    if value is not None and not callable(value):
-        raise TypeError(f"{name} must be callable, got {value!r}")
+def validate_callable(value: object, *, name: str, required: bool = True) -> object:
+    """``value`` if it is callable (or ``None``, an optional hook left out,
+    unless ``required``), else ``TypeError`` naming ``name``."""
+    if not callable(value) and (required or value is not None):
+        raise TypeError(f"{name} must be callable, got {type(value).__name__}")
     return value
 
 

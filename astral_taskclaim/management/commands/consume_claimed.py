@@ -194,7 +194,7 @@ def _serve_metrics(workers: list[Worker], port: int, address: str) -> None:
 def _burst_report(worker: Worker) -> str:
     """What a ``--burst`` run did on its queue, and what it leaves behind there."""
     stats = worker.stats
-    ran = _plural(stats.messages, "message")
+    ran = f"{stats.messages} message{'' if stats.messages == 1 else 's'}"
     text = (
         f"{worker.queue}: burst done: ran {ran} ({stats.counts()}); {stats.returned} handed "
         f"back unrun; {stats.left_leased} left leased (settlement not written: delivered again "
@@ -216,11 +216,6 @@ def _burst_report(worker: Worker) -> str:
         if value is not None
     ]
     return f"{text}; queue now: {', '.join(counts)}" if counts else text
-
-
-def _plural(count: int, noun: str) -> str:
-    """``"1 message"``, ``"2 messages"``."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _encodable(text: str, stream: OutputWrapper) -> str:
