@@ -2,9 +2,6 @@
 checked before anything runs, seconds read from the command line, and one
 way of turning the errors the app raises for a database or settings it
 cannot use into a ``CommandError``.
-
-``consume_claimed``, ``taskclaim_relay`` and ``enqueue_claimed`` keep their
-own ``handle()``: they run long or print as they go, and say more.
 """
 
 from __future__ import annotations

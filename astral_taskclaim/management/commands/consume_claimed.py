@@ -121,10 +121,7 @@ class Command(QueueLoopCommand[WorkerGroup]):
             _serve_metrics(loop.workers, options["metrics_port"], options["metrics_address"])
 
     def run_loop(self, loop: WorkerGroup, options: dict[str, Any]) -> None:
-        try:
-            loop.run()
-        except NotMigratedError as error:
-            raise CommandError(str(error)) from error
+        loop.run()
         if options["verbosity"] < 1:
             return  # -v 0: warnings only
         for worker in loop.workers:
@@ -151,8 +148,8 @@ def _ensure_migrated(worker: Worker) -> None:
     try:
         for alias in sorted(aliases):
             ensure_migrated(alias)
-    except NotMigratedError as error:
-        raise CommandError(str(error)) from error
+    except NotMigratedError:
+        raise  # a DatabaseError too, but one the command ends on
     except DatabaseError:
         pass
 
