@@ -3,6 +3,7 @@ its service (see :mod:`astral_taskclaim.worker.relay`)."""
 
 from __future__ import annotations
 
+import math
 from functools import partial
 from typing import Any
 
@@ -15,9 +16,14 @@ from astral_taskclaim.worker.relay import FIRST_BACKOFF, MAX_BACKOFF, POLL_INTER
 
 __all__ = ["Command"]
 
-#: What the relay takes for its waits (it refuses more).
+#: What the relay takes for its waits: above 0, below 1e6 seconds.
 _seconds = seconds_type(
-    partial(validate_number, low_open=True, high=1e6, expected="above 0 and below 1e6")
+    partial(
+        validate_number,
+        low_open=True,
+        high=math.nextafter(1e6, 0),
+        expected="above 0 and below 1e6",
+    )
 )
 
 
