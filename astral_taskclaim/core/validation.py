@@ -1,12 +1,14 @@
-"""Checks of what the claim functions are given, made before anything is written.
+"""The one way to check a value given to the app: each ``validate_*``
+returns the value (or its clean form) or raises ``TypeError`` (wrong type;
+a ``bool`` is never a number) or ``ValueError`` (out of range), naming the
+setting, option or argument and the bad value. Code that reports instead
+of raising (system checks, a command's ``--file`` lines) catches these.
 
 A key is a non-empty ``str`` without NUL of at most :data:`MAX_KEY_BYTES`
 UTF-8 bytes, so it always fits the primary-key index. Windows and delays
 are ``int`` or ``float`` seconds, finite, from 0 up to :data:`MAX_SECONDS`;
-a window a producer gives is more than 0.
-Each check raises ``TypeError`` or ``ValueError`` naming the bad argument.
-(Tokens and tasks, which belong to the message body, are checked in
-:mod:`~astral_taskclaim.core.envelope`.)
+a window a producer gives is more than 0. (Tokens and tasks, which belong
+to the message body, are checked in :mod:`~astral_taskclaim.core.envelope`.)
 
 Before a key is claimed, :func:`check_configured` and :func:`check_encodes`
 make a queue raise what its send would (a bad option, a body too big), so
@@ -21,16 +23,21 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
+from astral_taskclaim.core.conf import app_settings
+
 __all__ = [
     "MAX_KEY_BYTES",
     "MAX_SECONDS",
     "check_configured",
     "check_encodes",
     "max_retries_problem",
+    "number_range",
     "raise_misconfigured",
+    "validate_alias",
     "validate_count",
     "validate_key",
     "validate_max_retries",
+    "validate_number",
     "validate_seconds",
     "validate_window",
 ]
@@ -135,11 +142,67 @@ def check_encodes(queue: object, bodies: Iterable[Any]) -> None:
             encode(body)
 
 
-def validate_count(name: str, value: object, *, maximum: int | None = None) -> int:
-    """``value``, an int from 1 (to ``maximum``); else an error naming ``name``."""
+def validate_count(
+    name: str, value: object, *, maximum: int | None = None, minimum: int = 1
+) -> int:
+    """``value``, an int from ``minimum`` (to ``maximum``); else an error naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {value!r}")
-    if value < 1 or (maximum is not None and value > maximum):
+    if value < minimum or (maximum is not None and value > maximum):
         upper = f" to {maximum}" if maximum is not None else " or more"
-        raise ValueError(f"{name} must be from 1{upper}, got {value}")
+        raise ValueError(f"{name} must be from {minimum}{upper}, got {value}")
+    return value
+
+
+def number_range(low: float, high: float = math.inf, *, low_open: bool = False) -> str:
+    """How a range of numbers reads in an error: ``"in [0, 600]"``,
+    ``"in (0, 600]"``; without ``high``, ``"a finite number from 0"`` (or
+    ``"above 0"``)."""
+    if math.isinf(high):
+        return f"a finite number {'above' if low_open else 'from'} {low:g}"
+    return f"in {'(' if low_open else '['}{low:g}, {high:g}]"
+
+
+def validate_number(
+    value: object,
+    *,
+    name: str,
+    low: float = 0,
+    high: float = math.inf,
+    low_open: bool = False,
+    expected: str | None = None,
+) -> float:
+    """``value`` as a float if it is a finite ``int`` or ``float`` from
+    ``low`` (above it if ``low_open``) to ``high``; else ``TypeError`` or
+    ``ValueError`` naming ``name``, saying what is ``expected`` (by default
+    the :func:`number_range`)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number, got {value!r}")
+    if not (math.isfinite(value) and low <= value <= high) or (low_open and value == low):
+        expected = expected or number_range(low, high, low_open=low_open)
+        raise ValueError(f"{name} must be {expected}, got {value!r}")
+    return float(value)
+
+
+def validate_alias(value: object, *, name: str) -> str:
+    """``value`` if it is a ``TASKCLAIM_QUEUES`` alias, else ``ValueError``
+    naming ``name`` and listing the aliases."""
+    if isinstance(value, str) and value in app_settings.QUEUES:
+        return value
+    known = ", ".join(sorted(app_settings.QUEUES)) or "none"
+    raise ValueError(f"{name} must name a TASKCLAIM_QUEUES alias ({known}), got {value!r}")
+
+
+def validate_callable(value: object, *, name: str, required: bool = True) -> object:
+    """``value`` if it is callable (or ``None``, an optional hook left out,
+    unless ``required``), else ``TypeError`` naming ``name``."""
+    if not callable(value) and (required or value is not None):
+        raise TypeError(f"{name} must be callable, got {type(value).__name__}")
+    return value
+
+
+def validate_text(value: object, *, name: str) -> str:
+    """``value`` if it is a non-empty ``str``, else ``ValueError`` naming ``name``."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{name} must be a non-empty str, got {value!r}")
     return value

@@ -1,13 +1,13 @@
-"""What the app's small management commands share: a ``--database`` option
-checked before anything runs, and one way of turning the errors the app
-raises for a database it cannot use into a ``CommandError``.
-
-``consume_claimed``, ``taskclaim_relay`` and ``enqueue_claimed`` keep their
-own ``handle()``: they run long or print as they go, and say more.
+"""What the app's management commands share: a ``--database`` option
+checked before anything runs, seconds read from the command line, and one
+way of turning the errors the app raises for a database or settings it
+cannot use into a ``CommandError``.
 """
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -16,7 +16,7 @@ from django.db import connections
 
 from astral_taskclaim.core.not_migrated import NotMigratedError
 
-__all__ = ["AppCommand", "add_database_argument", "database_argument"]
+__all__ = ["AppCommand", "add_database_argument", "database_argument", "seconds_type"]
 
 
 def add_database_argument(parser: CommandParser) -> None:
@@ -33,6 +33,30 @@ def database_argument(options: dict[str, Any]) -> str | None:
     if alias is not None and alias not in connections.settings:
         raise CommandError(f"--database: unknown database alias {alias!r}")
     return alias
+
+
+def seconds_type(check: Callable[..., float]) -> Callable[[str], float]:
+    """An argparse ``type``: the text as a number of seconds that
+    ``check`` (a :mod:`~astral_taskclaim.core.validation` helper) accepts.
+    "300" stays an int, so a body says 300 as a TypeScript producer would
+    (not 300.0). argparse names the option before an error."""
+
+    def parse(text: str) -> float:
+        try:
+            seconds: float = int(text)
+        except ValueError:
+            try:
+                seconds = float(text)
+            except ValueError:
+                raise argparse.ArgumentTypeError(
+                    f"must be a number of seconds, got {text!r}"
+                ) from None
+        try:
+            return check(seconds, name="")
+        except (TypeError, ValueError) as error:
+            raise argparse.ArgumentTypeError(str(error).strip()) from None
+
+    return parse
 
 
 class AppCommand(BaseCommand):

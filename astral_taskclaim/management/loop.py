@@ -11,10 +11,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Generic, Protocol, TypeVar
 
-from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
+from django.core.management.base import CommandError, CommandParser, OutputWrapper
 
 from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.core.validation import check_configured
+from astral_taskclaim.management.base import AppCommand
 from astral_taskclaim.queues import BaseQueue, unknown_queue
 from astral_taskclaim.worker.shutdown import TwoStageStop
 
@@ -37,7 +38,7 @@ class _Loop(Protocol):
 L = TypeVar("L", bound=_Loop)
 
 
-class QueueLoopCommand(BaseCommand, Generic[L]):
+class QueueLoopCommand(AppCommand, Generic[L]):
     """A command running one loop on queue ``QUEUE`` until it stops: the
     first SIGTERM/SIGINT lets it finish the work in hand, a second exits at
     once. Subclasses make the loop (:meth:`make`) and run it (:meth:`run_loop`)."""
@@ -57,8 +58,9 @@ class QueueLoopCommand(BaseCommand, Generic[L]):
 
     @abstractmethod
     def make(self, queue: Any, options: dict[str, Any]) -> L:
-        """The loop (raising ``LookupError``, ``ImproperlyConfigured``,
-        ``TypeError`` or ``ValueError`` for what the command line got wrong)."""
+        """The loop (raising ``LookupError``, ``TypeError`` or ``ValueError``
+        for what the command line got wrong; ``ImproperlyConfigured`` for
+        the settings)."""
 
     def prepare(self, loop: L, options: dict[str, Any]) -> None:
         """What to do once the queue's checks passed, before the loop runs."""
@@ -68,22 +70,20 @@ class QueueLoopCommand(BaseCommand, Generic[L]):
         """Runs the loop (its log is on stderr, its signals handled) and
         prints what it did."""
 
-    def handle(self, *args: Any, **options: Any) -> None:
+    def run(self, options: dict[str, Any]) -> None:
         queue = options["queue"]
         for name in queue if self.many_queues else [queue]:
             if name not in app_settings.QUEUES:
                 raise CommandError(unknown_queue(name))
         try:
             loop = self.make(queue, options)
+            # A loop over several queues lists them all as ``backends``.
+            for backend in getattr(loop, "backends", None) or [loop.backend]:
+                check_configured(backend)
         except LookupError as error:
             raise CommandError(str(error.args[0])) from error
-        except (ImproperlyConfigured, TypeError, ValueError) as error:
+        except (TypeError, ValueError) as error:
             raise CommandError(str(error)) from error
-        # A loop over several queues lists them all as ``backends``.
-        backends = getattr(loop, "backends", None) or [loop.backend]
-        errors = [m.msg for backend in backends for m in backend.check() if m.is_serious()]
-        if errors:
-            raise CommandError("; ".join(errors))
         self.prepare(loop, options)
         with _console_log(self.stderr, options["verbosity"]), loop.stopper.signal_handlers():
             self.run_loop(loop, options)

@@ -22,10 +22,10 @@ W018   ``database`` is not ``TASKCLAIM_DATABASE``.
 =====  =========================================================
 
 The methods' arguments (``delay_seconds``, ``max_messages``,
-``wait_seconds``, a lease's ``seconds``) are checked before any I/O: a
-``TypeError`` for the wrong type (``bool`` counts as one, though it is an
-``int``), a ``ValueError`` for a value out of range, each naming the
-argument and the range it must be in.
+``wait_seconds``, a lease's ``seconds``) are checked before any I/O by
+:mod:`~astral_taskclaim.core.validation`: a ``TypeError`` for the wrong type
+(``bool`` counts as one, though it is an ``int``), a ``ValueError`` for a
+value out of range, each naming the argument and the range it must be in.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from typing import Any
 from django.core import checks
 
 from astral_taskclaim.core.redaction import REDACTED, redact
+from astral_taskclaim.core.validation import number_range, validate_count, validate_number
 
 __all__ = [
     "Option",
@@ -213,24 +214,19 @@ def http_url(value: Any) -> str:
     return value.rstrip("/")
 
 
-def _is_number(value: object) -> bool:
-    return not isinstance(value, bool) and isinstance(value, int | float)
-
-
 def number(
     low: float, high: float, *, low_open: bool = False, unit: str = ""
 ) -> Callable[[Any], float]:
     """A finite int or float in ``[low, high]`` (``(low, high]`` if
     ``low_open``), as a float; ``unit`` (``"seconds"``) names what it counts."""
-    expected = f"must be a number{f' of {unit}' if unit else ''} in "
-    expected += f"{'(' if low_open else '['}{low:g}, {high:g}]"
+    expected = f"must be a number{f' of {unit}' if unit else ''} "
+    expected += number_range(low, high, low_open=low_open)
 
     def parse(value: Any) -> float:
-        if not _is_number(value) or not math.isfinite(value) or not low <= value <= high:
-            raise ValueError(expected)
-        if low_open and value == low:
-            raise ValueError(expected)
-        return float(value)
+        try:
+            return validate_number(value, name="value", low=low, high=high, low_open=low_open)
+        except (TypeError, ValueError):
+            raise ValueError(expected) from None
 
     return parse
 
@@ -239,9 +235,10 @@ def integer(low: int, high: int) -> Callable[[Any], int]:
     """An int (not a bool) in ``[low, high]``."""
 
     def parse(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ValueError(f"must be an integer in [{low}, {high}]")
-        return value
+        try:
+            return validate_count("value", value, minimum=low, maximum=high)
+        except (TypeError, ValueError):
+            raise ValueError(f"must be an integer in [{low}, {high}]") from None
 
     return parse
 
@@ -290,18 +287,9 @@ def seconds_option(default: float, maximum: float) -> Option:
 # Method arguments
 
 
-def _number(name: str, value: object) -> float:
-    if not _is_number(value):
-        raise TypeError(f"{name} must be a number, got {value!r}")
-    return value  # type: ignore[return-value]
-
-
 def delay_seconds(value: object, maximum: float) -> float:
     """A delay: a number of seconds from 0 to ``maximum``."""
-    delay = _number("delay_seconds", value)
-    if not 0 <= delay <= maximum:
-        raise ValueError(f"delay_seconds must be in [0, {maximum:g}], got {delay}")
-    return float(delay)
+    return validate_number(value, name="delay_seconds", high=maximum)
 
 
 def whole_delay_seconds(value: object, maximum: int) -> int:
@@ -313,25 +301,15 @@ def whole_delay_seconds(value: object, maximum: int) -> int:
 
 def max_messages(value: object, limit: int) -> int:
     """The most messages one ``receive`` returns: an int from 1 to ``limit``."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"max_messages must be an int, got {value!r}")
-    if not 1 <= value <= limit:
-        raise ValueError(f"max_messages must be from 1 to {limit}, got {value}")
-    return value
+    return validate_count("max_messages", value, maximum=limit)
 
 
 def wait_seconds(value: object) -> float:
     """How long one ``receive`` may wait for a message: a finite number of
     seconds from 0."""
-    wait = _number("wait_seconds", value)
-    if not 0 <= wait < math.inf:
-        raise ValueError(f"wait_seconds must be a finite number from 0, got {wait}")
-    return float(wait)
+    return validate_number(value, name="wait_seconds")
 
 
 def lease_seconds(value: object, maximum: float) -> float:
     """A lease's new length: a number of seconds above 0, at most ``maximum``."""
-    seconds = _number("seconds", value)
-    if not 0 < seconds <= maximum:
-        raise ValueError(f"seconds must be above 0 and at most {maximum:g}, got {seconds}")
-    return float(seconds)
+    return validate_number(value, name="seconds", low_open=True, high=maximum)

@@ -20,7 +20,7 @@ runs them. Results are stored in ``taskclaim.task_result`` in
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,8 +32,11 @@ from django.db import connections, transaction
 
 from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.claims.writing import async_write_alias, in_transaction
-from astral_taskclaim.core.conf import app_settings
-from astral_taskclaim.core.validation import max_retries_problem, raise_misconfigured
+from astral_taskclaim.core.validation import (
+    raise_misconfigured,
+    validate_alias,
+    validate_max_retries,
+)
 from astral_taskclaim.db import statements
 from astral_taskclaim.queues import BaseQueue, check_queue, queues
 from astral_taskclaim.queues.postgres import PostgresQueue
@@ -80,26 +83,24 @@ class BackendOptions:
     def read(cls, options: Mapping[str, Any]) -> BackendOptions:
         problems: list[str] = []
 
-        def alias(label: str, value: object) -> str:
-            if isinstance(value, str) and value in app_settings.QUEUES:
-                return value
-            known = ", ".join(sorted(app_settings.QUEUES)) or "none"
-            problems.append(
-                f"OPTIONS[{label!r}] must name a TASKCLAIM_QUEUES alias ({known}), got {value!r}"
-            )
-            return "default"
+        def valid(check: Callable[..., Any], value: object, name: str, default: Any) -> Any:
+            try:
+                return check(value, name=f"OPTIONS{name}")
+            except (TypeError, ValueError) as error:
+                problems.append(str(error))
+                return default
 
-        queue = alias("queue", options.get("queue", "default"))
+        queue = valid(validate_alias, options.get("queue", "default"), "['queue']", "default")
         mapping = options.get("queues", {})
         if not isinstance(mapping, dict):
             problems.append(f"OPTIONS['queues'] must be a dict, got {type(mapping).__name__}")
             mapping = {}
-        aliases = {str(name): alias(f"queues[{name!r}]", to) for name, to in mapping.items()}
+        aliases = {
+            str(name): valid(validate_alias, to, f"['queues'][{name!r}]", "default")
+            for name, to in mapping.items()
+        }
         retries = options.get("max_retries", DEFAULT_MAX_RETRIES)
-        problem = max_retries_problem(retries, name="OPTIONS['max_retries']")
-        if problem is not None:
-            problems.append(problem)
-            retries = DEFAULT_MAX_RETRIES
+        retries = valid(validate_max_retries, retries, "['max_retries']", DEFAULT_MAX_RETRIES)
         problems += [
             f"unknown option {name!r}; known: {', '.join(sorted(OPTIONS))}"
             for name in sorted(set(options) - OPTIONS)

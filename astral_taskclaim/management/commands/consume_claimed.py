@@ -13,6 +13,7 @@ from astral_taskclaim.consumer.summary import TaskRun
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.not_migrated import NotMigratedError, ensure_migrated
+from astral_taskclaim.core.validation import validate_count
 from astral_taskclaim.management.loop import QueueLoopCommand
 from astral_taskclaim.queues import QueueError, unknown_queue
 from astral_taskclaim.schedules import Scheduler
@@ -96,8 +97,9 @@ class Command(QueueLoopCommand[WorkerGroup]):
 
     def make(self, queue: list[str], options: dict[str, Any]) -> WorkerGroup:
         # Checked here, naming the option: the workers' own checks name a queue.
-        _check_count("--concurrency", options["concurrency"])
-        _check_count("--max-messages", options["max_messages"])
+        validate_count("--concurrency", options["concurrency"])
+        if options["max_messages"] is not None:
+            validate_count("--max-messages", options["max_messages"])
         queues = consumed_queues(queue)
         return WorkerGroup(
             queues,
@@ -119,10 +121,7 @@ class Command(QueueLoopCommand[WorkerGroup]):
             _serve_metrics(loop.workers, options["metrics_port"], options["metrics_address"])
 
     def run_loop(self, loop: WorkerGroup, options: dict[str, Any]) -> None:
-        try:
-            loop.run()
-        except NotMigratedError as error:
-            raise CommandError(str(error)) from error
+        loop.run()
         if options["verbosity"] < 1:
             return  # -v 0: warnings only
         for worker in loop.workers:
@@ -149,15 +148,10 @@ def _ensure_migrated(worker: Worker) -> None:
     try:
         for alias in sorted(aliases):
             ensure_migrated(alias)
-    except NotMigratedError as error:
-        raise CommandError(str(error)) from error
+    except NotMigratedError:
+        raise  # a DatabaseError too, but one the command ends on
     except DatabaseError:
         pass
-
-
-def _check_count(option: str, value: int | None) -> None:
-    if value is not None and value < 1:
-        raise CommandError(f"{option} must be from 1 or more, got {value}")
 
 
 def _caps(pairs: list[str], consumed: list[str]) -> dict[str, int]:
@@ -175,8 +169,7 @@ def _caps(pairs: list[str], consumed: list[str]) -> dict[str, int]:
                 f"--queue-concurrency {pair}: queue {queue!r} is configured but not consumed "
                 f"by this worker (consuming: {', '.join(consumed)})"
             )
-        _check_count(f"--queue-concurrency {pair}: concurrency", int(count))
-        caps[queue] = int(count)
+        caps[queue] = validate_count(f"--queue-concurrency {pair}: concurrency", int(count))
     return caps
 
 
@@ -198,7 +191,7 @@ def _serve_metrics(workers: list[Worker], port: int, address: str) -> None:
 def _burst_report(worker: Worker) -> str:
     """What a ``--burst`` run did on its queue, and what it leaves behind there."""
     stats = worker.stats
-    ran = _plural(stats.messages, "message")
+    ran = f"{stats.messages} message{'' if stats.messages == 1 else 's'}"
     text = (
         f"{worker.queue}: burst done: ran {ran} ({stats.counts()}); {stats.returned} handed "
         f"back unrun; {stats.left_leased} left leased (settlement not written: delivered again "
@@ -220,11 +213,6 @@ def _burst_report(worker: Worker) -> str:
         if value is not None
     ]
     return f"{text}; queue now: {', '.join(counts)}" if counts else text
-
-
-def _plural(count: int, noun: str) -> str:
-    """``"1 message"``, ``"2 messages"``."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _encodable(text: str, stream: OutputWrapper) -> str:

@@ -9,7 +9,6 @@ and, run from the command line, exits with status :data:`_ALREADY_CLAIMED`
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -17,19 +16,27 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from astral_taskclaim.claims.bulk import enqueue_claimed_many
 from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.consumer.dispatch import naming_task
-from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, message_body
 from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.not_migrated import NotMigratedError
-from astral_taskclaim.core.validation import check_encodes, validate_key, validate_window
-from astral_taskclaim.management.base import add_database_argument, database_argument
-from astral_taskclaim.queues import BaseQueue, create_queue, unknown_queue
+from astral_taskclaim.core.validation import (
+    check_configured,
+    check_encodes,
+    validate_key,
+    validate_window,
+)
+from astral_taskclaim.management.base import (
+    AppCommand,
+    add_database_argument,
+    database_argument,
+    seconds_type,
+)
+from astral_taskclaim.queues import BaseQueue, create_queue
 from astral_taskclaim.tasks import ClaimedTask, registry
 
 __all__ = ["Command"]
@@ -51,7 +58,7 @@ class _Item:
     window: float
 
 
-class Command(BaseCommand):
+class Command(AppCommand):
     help = (
         "Enqueues a claimed task on QUEUE under KEY and prints its claim token; if KEY is "
         f"already claimed, says so and exits {_ALREADY_CLAIMED}. With --file, enqueues JSON "
@@ -75,7 +82,7 @@ class Command(BaseCommand):
         parser.add_argument("--task", help="The task as JSON, e.g. '{\"id\": 42}'.")
         parser.add_argument(
             "--window",
-            type=_window,
+            type=seconds_type(validate_window),
             default=None,
             help="Claim window in seconds (default: the task's window_seconds).",
         )
@@ -88,7 +95,7 @@ class Command(BaseCommand):
         parser.add_argument("--file", help="JSON lines to enqueue ('-' reads stdin).")
         add_database_argument(parser)
 
-    def handle(self, *args: Any, **options: Any) -> None:
+    def run(self, options: dict[str, Any]) -> None:
         self.exit_status = 0
         queue, task = self._target(options["queue"], options["task_name"])
         using = database_argument(options)
@@ -109,12 +116,7 @@ class Command(BaseCommand):
         except ValueError as error:
             raise CommandError(f"--task is {error}") from None
         item = self._item({"key": options["key"], "task": task}, queue, default_window, "")
-        try:
-            token = enqueue_claimed(
-                queue, item.key, item.task, window_seconds=item.window, using=using
-            )
-        except NotMigratedError as error:
-            raise CommandError(str(error)) from error
+        token = enqueue_claimed(queue, item.key, item.task, window_seconds=item.window, using=using)
         if token is None:
             # Coalesced into the task already queued: an outcome, not a failure.
             self.stderr.write(
@@ -124,25 +126,13 @@ class Command(BaseCommand):
             return
         self.stdout.write(token)
 
-    def _queue(self, alias: str) -> BaseQueue:
-        if alias not in app_settings.QUEUES:
-            raise CommandError(unknown_queue(alias))
-        try:
-            queue = create_queue(alias)
-        except ImproperlyConfigured as error:
-            raise CommandError(str(error)) from error
-        # A misconfigured queue fails here, before a key is claimed.
-        errors = [message.msg for message in queue.check() if message.is_serious()]
-        if errors:
-            raise CommandError("; ".join(errors))
-        return queue
-
     def _target(self, alias: str, name: str | None) -> tuple[BaseQueue, ClaimedTask[Any] | None]:
         """Queue ``alias`` and the claimed task its messages are for: the
         one named, or the queue's one or default task (``None``: the queue
         has no claimed task here); the queue names the task in its bodies
         when it carries several."""
-        queue = self._queue(alias)
+        queue = create_queue(alias)
+        check_configured(queue)  # a misconfigured queue fails here, before a key is claimed
         tasks = registry.tasks_of(alias)
         known = ", ".join(task.name for task in tasks) or "none registered"
         if name is not None:
@@ -220,8 +210,8 @@ class Command(BaseCommand):
                 tokens = enqueue_claimed_many(
                     queue, pairs, window_seconds=batch[0].window, using=using
                 )
-            except NotMigratedError as error:
-                raise CommandError(str(error)) from error
+            except NotMigratedError:
+                raise
             except Exception as error:
                 raise CommandError(
                     f"lines {done + 1}-{done + len(batch)} (from {batch[0].key!r}) failed after "
@@ -259,23 +249,6 @@ def _batches(items: list[_Item]) -> Iterator[list[_Item]]:
         batch.append(item)
     if batch:
         yield batch
-
-
-def _window(text: str) -> float:
-    """``--window``'s value: a number of seconds the claim functions accept.
-    "300" stays an int, so the body says 300 like a TypeScript producer
-    (not 300.0). argparse puts "argument --window: " before an error."""
-    try:
-        seconds: float = int(text)
-    except ValueError:
-        try:
-            seconds = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    try:
-        return validate_window(seconds, name="window")
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error).removeprefix("window ")) from None
 
 
 def _refuse_constant(name: str) -> None:

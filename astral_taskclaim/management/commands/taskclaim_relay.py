@@ -3,15 +3,28 @@ its service (see :mod:`astral_taskclaim.worker.relay`)."""
 
 from __future__ import annotations
 
-import argparse
+import math
+from functools import partial
 from typing import Any
 
 from django.core.management.base import CommandParser
 
+from astral_taskclaim.core.validation import validate_number
+from astral_taskclaim.management.base import seconds_type
 from astral_taskclaim.management.loop import QueueLoopCommand
 from astral_taskclaim.worker.relay import FIRST_BACKOFF, MAX_BACKOFF, POLL_INTERVAL, Relay
 
 __all__ = ["Command"]
+
+#: What the relay takes for its waits: above 0, below 1e6 seconds.
+_seconds = seconds_type(
+    partial(
+        validate_number,
+        low_open=True,
+        high=math.nextafter(1e6, 0),
+        expected="above 0 and below 1e6",
+    )
+)
 
 
 class Command(QueueLoopCommand[Relay]):
@@ -59,14 +72,3 @@ class Command(QueueLoopCommand[Relay]):
                 f"{stats.send_failures} failed sends, {stats.database_errors} database errors, "
                 f"{stats.set_aside} set aside"
             )
-
-
-def _seconds(text: str) -> float:
-    """A number of seconds above 0 (argparse names the option on error)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if not 0 < value < 1e6:
-        raise argparse.ArgumentTypeError(f"must be above 0 and below 1e6, got {text!r}")
-    return value
