@@ -160,7 +160,7 @@ async def _claim_then_send(
 
 async def aclose_connections() -> None:
     """Closes the connections the async functions opened on the running
-    event loop (those in use as soon as their statement ends). Call it when
-    the loop's work is done, e.g. at ASGI lifespan shutdown; a later call
-    opens new ones."""
+    event loop (those in use as soon as their statement ends), as the
+    loop's shutdown does. Call it when the loop's work is done, e.g. at ASGI
+    lifespan shutdown; a later call opens new ones."""
     await aclose_pools()

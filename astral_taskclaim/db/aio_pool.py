@@ -13,8 +13,8 @@ soon as its statement ends, as the sync functions do outside a transaction.
 A pool opens connections as needed up to ``TASKCLAIM_ASYNC_POOL`` per loop
 and alias. A statement that fails because a kept connection died while idle
 (or is now on a standby) runs again on another; other errors are raised as
-the ``django.db`` exception Django would raise. :func:`aclose_pools` closes
-the running loop's pools.
+the ``django.db`` exception Django would raise. :func:`aclose_pools`, or the
+loop's shutdown, closes the loop's pools.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import asyncio
 import logging
 import threading
 import weakref
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import psycopg
@@ -43,9 +44,8 @@ logger = logging.getLogger(__name__)
 AsyncConnection = psycopg.AsyncConnection[Any]
 Pool = AsyncConnectionPool[AsyncConnection]
 
-_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, tuple[int, Pool]]] = (
-    weakref.WeakKeyDictionary()
-)
+Pools = dict[str, tuple[int, Pool]]  # alias -> (settings generation, pool)
+_pools: dict[asyncio.AbstractEventLoop, tuple[Pools, AsyncGenerator[None, None]]] = {}
 _pools_lock = threading.Lock()  # loops of several threads share the mapping
 _generation = 0  # bumped when DATABASES or the pool size change
 _served: weakref.WeakSet[AsyncConnection] = weakref.WeakSet()  # given out before: kept ones
@@ -56,12 +56,18 @@ async def pool(alias: str) -> Pool:
     again after ``override_settings`` changes the databases or pool size."""
     loop = asyncio.get_running_loop()
     with _pools_lock:
-        pools = _pools.setdefault(loop, {})
+        fresh = loop not in _pools
+        if fresh:
+            first: Pools = {}
+            _pools[loop] = first, _closing(first)
+        pools, closer = _pools[loop]
         generation, current = pools.get(alias, (-1, None))
         if current is not None and generation == _generation:
             return current
         outdated, current = current, _new_pool(alias)
         pools[alias] = (_generation, current)
+    if fresh:
+        await closer.asend(None)  # started: see _closing
     await current.open()  # its lock is new, so this opens before any other caller gets it
     if outdated is not None:
         await outdated.close()  # those in use are closed when they come back
@@ -129,9 +135,23 @@ async def aclose_pools() -> None:
     """Closes the running loop's connections (those in use when they come
     back); the next call opens new ones."""
     with _pools_lock:
-        pools = _pools.pop(asyncio.get_running_loop(), {})
-    for _, each in pools.values():
-        await each.close()
+        entry = _pools.get(asyncio.get_running_loop())
+    if entry is not None:
+        await entry[1].aclose()
+
+
+async def _closing(pools: Pools) -> AsyncGenerator[None, None]:
+    """Started with a loop's first pool, it closes the loop's pools when
+    :func:`aclose_pools` or the loop's shutdown ends it: ``asyncio.run()``
+    and ``async_to_sync`` (a loop per call) close a loop's async generators,
+    so a loop ending without ``aclose_pools()`` leaves no connection open."""
+    try:
+        yield
+    finally:
+        with _pools_lock:
+            _pools.pop(asyncio.get_running_loop(), None)
+        for _, each in pools.values():
+            await each.close()
 
 
 def _settings_changed(*, setting: str, **kwargs: Any) -> None:

@@ -7,6 +7,7 @@ import asyncio
 import uuid
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.db import connection
 from django.test import override_settings
 
@@ -88,3 +89,12 @@ def test_changed_settings_give_a_new_pool_and_close_the_old() -> None:
     before, after, after_closed = run(scenario())
     assert before is not after
     assert (before.closed, after_closed, after.max_size) == (True, False, 2)
+
+
+def test_a_loop_ending_without_aclose_connections_closes_its_pool() -> None:
+    async def claim() -> Pool:
+        assert await aclaim_task(str(uuid.uuid4()), window_seconds=60) is not None
+        return await pool(connection.alias)
+
+    assert asyncio.run(claim()).closed  # asyncio.run() shuts the loop down
+    assert async_to_sync(claim)().closed  # a loop per call
