@@ -80,9 +80,8 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from astral_taskclaim.core.checks import CHECK_ID, configured_queues
 from astral_taskclaim.core.conf import AppSettings, app_settings
 from astral_taskclaim.core.not_migrated import advice, missing_tables
-from astral_taskclaim.db import roles
+from astral_taskclaim.db import cron, roles
 from astral_taskclaim.db.connections import PROBE, server_version
-from astral_taskclaim.db.cron import has_cleanup_job
 from astral_taskclaim.fields import DbSlugField
 from astral_taskclaim.functions import Slug
 from astral_taskclaim.queues import check_queue
@@ -234,10 +233,10 @@ def check_server(
             server_version(connection),
             uses_slug=_uses_slug_function(),
         )
-        cron_database = _ask(connection, "SELECT current_setting('cron.database_name', true)")
+        cron_database = cron.cron_database(connection)
         missing = roles.missing_roles(connection)
         absent = missing_tables(alias)
-        cleaned = None if absent or cron_database is None else has_cleanup_job(connection)
+        cleaned = None if absent or cron_database is None else cron.has_cleanup_job(connection)
         relayed = _ask(connection, PROBE) != connection.connection.info.backend_pid
     except DatabaseError as error:
         return [

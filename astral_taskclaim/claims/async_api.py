@@ -56,7 +56,7 @@ from astral_taskclaim.claims.writing import (
 )
 from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, encode_json, message_body
 from astral_taskclaim.core.validation import validate_key, validate_window
-from astral_taskclaim.db.aio_pool import aclose_pools, pool
+from astral_taskclaim.db.aio_pool import aclose_pools, run
 
 __all__ = [
     "aclaim_task",
@@ -74,7 +74,7 @@ async def aclaim_task(key: str, *, window_seconds: float, using: str | None = No
     ``None`` while an unexpired claim holds ``key``."""
     params = claim_params(key, window_seconds)
     alias = async_write_alias(using, "aclaim_task")
-    rows = await (await pool(alias)).run("taskclaim/claim.sql", params)
+    rows = await run(alias, "taskclaim/claim.sql", params)
     token: str | None = rows[0][0] if rows else None
     return token
 
@@ -86,7 +86,7 @@ async def ahold_task(
     claimed by ``token`` for ``delay_seconds`` plus ``window_seconds``."""
     params = hold_params(key, token, delay_seconds, window_seconds)
     alias = async_write_alias(using, "ahold_task")
-    await (await pool(alias)).run("taskclaim/hold.sql", params)
+    await run(alias, "taskclaim/hold.sql", params)
 
 
 async def arelease_task(key: str, token: str, *, using: str | None = None) -> None:
@@ -94,7 +94,7 @@ async def arelease_task(key: str, token: str, *, using: str | None = None) -> No
     ``token`` still holds it."""
     params = release_params(key, token)
     alias = async_write_alias(using, "arelease_task")
-    await (await pool(alias)).run("taskclaim/release.sql", params)
+    await run(alias, "taskclaim/release.sql", params)
 
 
 async def aenqueue_claimed(
@@ -128,7 +128,7 @@ async def aenqueue_claimed(
         token = str(uuid.uuid4())
         body = how.insert.writer(window_seconds)(key, token, task, task_json)
         params = how.insert.one_params(key, token, body, window_seconds)
-        return token if await (await pool(alias)).run(how.insert.one, params) else None
+        return token if await run(alias, how.insert.one, params) else None
     # Shielded: a caller cancelled between the claim and the send (a client
     # that went away) must not leave the key claimed with nothing queued.
     return await asyncio.shield(_claim_then_send(queue, alias, key, task, window_seconds))
@@ -160,7 +160,7 @@ async def _claim_then_send(
 
 async def aclose_connections() -> None:
     """Closes the connections the async functions opened on the running
-    event loop (those in use as soon as their statement ends). Call it when
-    the loop's work is done, e.g. at ASGI lifespan shutdown; a later call
-    opens new ones."""
+    event loop (those in use as soon as their statement ends), as the
+    loop's shutdown does. Call it when the loop's work is done, e.g. at ASGI
+    lifespan shutdown; a later call opens new ones."""
     await aclose_pools()

@@ -35,6 +35,7 @@ from astral_taskclaim.db.connections import separate_connection
 __all__ = [
     "CLAIMS_JOB",
     "Job",
+    "cron_database",
     "has_cleanup_job",
     "has_job",
     "schedule",
@@ -75,11 +76,33 @@ def _job_name(database: str, cron_database: str) -> str:
     return CLAIMS_JOB.name(database, cron_database)
 
 
+def cron_database(connection: BaseDatabaseWrapper) -> str | None:
+    """The database pg_cron runs jobs from; ``None`` where it is not loaded.
+    pg_cron lets only superusers and ``pg_read_all_settings`` read its
+    setting: other roles ask ``taskclaim.cron_database()`` (migration 0014),
+    which reads it as its owner; before that migration they cannot tell, and
+    get ``None`` (check W032 then reports the claims job missing)."""
+    with connection.cursor() as cursor:
+        cursor.execute(sqlfiles.read("taskclaim/jobs/cron_function.sql"))
+        query = _CRON_DATABASE.get(cursor.fetchone()[0])
+        if query is None:
+            return None
+        cursor.execute(query)
+        return cursor.fetchone()[0]  # type: ignore[no-any-return]
+
+
+_CRON_DATABASE = {
+    "setting": "SELECT current_setting('cron.database_name', true)",
+    "function": "SELECT taskclaim.cron_database()",
+}
+
+
 def _state(connection: BaseDatabaseWrapper) -> dict[str, Any]:
     with connection.cursor() as cursor:
         cursor.execute(sqlfiles.read("taskclaim/jobs/state.sql"))
         names = [column.name for column in cursor.description]
-        return dict(zip(names, cursor.fetchone(), strict=True))
+        state = dict(zip(names, cursor.fetchone(), strict=True))
+    return {**state, "cron_database": cron_database(connection)}
 
 
 def _execute(connection: BaseDatabaseWrapper, path: str, params: dict[str, str]) -> None:

@@ -42,6 +42,7 @@ _GRANTS = {
     "0007_outbox": "outbox/grants.sql",
     "0010_runs": "runs/grants.sql",
     "0011_schedule": "schedule/grants.sql",
+    "0014_cron_database": "taskclaim/cron_grants.sql",
 }
 
 

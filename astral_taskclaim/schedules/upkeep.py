@@ -15,7 +15,6 @@ from django.db import connections
 from astral_taskclaim.claims.maintenance import delete_expired
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.db import cron as claim_cron
-from astral_taskclaim.db import statements
 from astral_taskclaim.schedules.schedule import Schedule
 from astral_taskclaim.schedules.timing import Cron
 from astral_taskclaim.tasks_backend import retention
@@ -42,7 +41,7 @@ def delete_old_results() -> int:
 
 def cron_loaded(alias: str) -> bool:
     """Whether pg_cron is loaded on the server of ``alias``."""
-    return bool(statements.Connector(alias).fetch("schedule/cron_loaded.sql", {})[0][0])
+    return claim_cron.cron_database(connections[alias]) is not None
 
 
 def builtin_schedules() -> list[Schedule]:

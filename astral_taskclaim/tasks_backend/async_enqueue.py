@@ -15,7 +15,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from astral_taskclaim.claims.async_api import aenqueue_claimed
-from astral_taskclaim.db.aio_pool import pool
+from astral_taskclaim.db.aio_pool import run
 from astral_taskclaim.queues import BaseQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks_backend.sending import ENQUEUE_TRIES, RecordingSender, RunRequest
@@ -33,13 +33,12 @@ class _LoopRecordingSender(RecordingSender):
 
     async def asend(self, body: dict[str, Any]) -> None:
         """:meth:`~.sending.RecordingSender.send` on the event loop."""
-        connections = await pool(self.database)
-        delay = self.recorded(body, await connections.run(*self.record_statement(body)))
+        delay = self.recorded(body, await run(self.database, *self.record_statement(body)))
         try:
             await sync_to_async(self.queue.send, thread_sensitive=False)(body, delay_seconds=delay)
         except Exception:
             try:
-                await connections.run(*self.forget_statement(body))
+                await run(self.database, *self.forget_statement(body))
             except Exception:
                 self.log_forget_failure(body)
             raise
@@ -50,10 +49,9 @@ async def aenqueue_in_database(
 ) -> tuple[datetime | None, str | None]:
     """Claim, message and result row in one statement (``tasks/enqueue.sql``,
     as the sync path runs it), committed at once."""
-    connections = await pool(database)
     for _ in range(ENQUEUE_TRIES):
         params = request.in_database_params(queue)
-        [(enqueued_at, holder)] = await connections.run("tasks/enqueue.sql", params)
+        [(enqueued_at, holder)] = await run(database, "tasks/enqueue.sql", params)
         if enqueued_at is not None or holder is not None:
             return enqueued_at, holder
     raise request.changing_hands(request.envelope_key)
@@ -74,7 +72,7 @@ async def aenqueue_elsewhere(
     if token is not None:
         request.token = token
         return sender.enqueued_at, None
-    holder = await (await pool(database)).run("tasks/holder.sql", {"key": key})
+    holder = await run(database, "tasks/holder.sql", {"key": key})
     if holder:
         return None, holder[0][0]
     raise request.changing_hands(key)

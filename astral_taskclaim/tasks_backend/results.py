@@ -23,7 +23,7 @@ from django.utils.module_loading import import_string
 from astral_taskclaim.consumer.failures import TaskNotFound, describe_error
 from astral_taskclaim.core.logtext import storable
 from astral_taskclaim.db import statements
-from astral_taskclaim.db.aio_pool import pool
+from astral_taskclaim.db.aio_pool import run
 from astral_taskclaim.queues.runs import worker_id
 from astral_taskclaim.tasks_backend.compat import (
     InvalidTask,
@@ -231,7 +231,7 @@ async def afetch(database: str, result_id: object) -> StoredTaskResult:
     (:mod:`~astral_taskclaim.db.aio_pool`), which loads ``jsonb`` as Python
     values already."""
     try:
-        rows = await (await pool(database)).run("tasks/result.sql", {"id": _uuid(result_id)})
+        rows = await run(database, "tasks/result.sql", {"id": _uuid(result_id)})
     except (
         DataError,
         psycopg.DataError,

@@ -7,11 +7,12 @@ import asyncio
 import uuid
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.db import connection
 from django.test import override_settings
 
 from astral_taskclaim import aclaim_task
-from astral_taskclaim.db.aio_pool import _AsyncPool, pool
+from astral_taskclaim.db.aio_pool import Pool, pool
 from tests.aiokit import key_locked, run, waiting_behind
 from tests.claimkit import (
     claims,
@@ -32,7 +33,7 @@ def test_statements_run_side_by_side_up_to_the_pool_size(
                 for _ in range(callers)
             ]
             await waiting_behind(blocker, side_by_side)
-            opened = (await pool(connection.alias)).size
+            opened = size(await pool(connection.alias))
         return list(await asyncio.gather(*calls)), opened
 
     with override_settings(TASKCLAIM_ASYNC_POOL=pool_size):
@@ -44,43 +45,56 @@ def test_statements_run_side_by_side_up_to_the_pool_size(
 
 
 def test_a_connection_is_kept_for_the_next_call() -> None:
-    async def scenario() -> tuple[_AsyncPool, _AsyncPool, int]:
+    async def scenario() -> tuple[Pool, Pool, int]:
         first = await pool(connection.alias)
         await aclaim_task("a", window_seconds=60)
         await aclaim_task("b", window_seconds=60)
-        return first, await pool(connection.alias), first.size
+        return first, await pool(connection.alias), size(first)
 
-    first, second, size = run(scenario())
+    first, second, held = run(scenario())
     assert first is second
-    assert size == 1
+    assert held == 1
 
 
 def test_a_connection_that_died_while_idle_is_replaced_and_the_call_succeeds() -> None:
-    async def scenario() -> tuple[str | None, int]:
+    async def scenario() -> tuple[str | None, int, int]:
         await aclaim_task("first", window_seconds=60)
-        current = await pool(connection.alias)
-        [pid] = await asyncio.to_thread(pids_of_pool, current)
-        await asyncio.to_thread(terminate, pid)
-        return await aclaim_task("second", window_seconds=60), current.size
+        async with (await pool(connection.alias)).connection() as kept:
+            dead = kept.info.backend_pid
+        await asyncio.to_thread(terminate, dead)
+        token = await aclaim_task("second", window_seconds=60)
+        async with (await pool(connection.alias)).connection() as kept:
+            return token, dead, kept.info.backend_pid
 
-    token, size = run(scenario())
+    token, dead, now = run(scenario())
     assert token is not None
     assert claims()["second"][0] == token
-    assert size == 1
+    assert now != dead
 
 
-def pids_of_pool(current: _AsyncPool) -> list[int]:
-    return [kept.info.backend_pid for kept in current._idle]
+def size(current: Pool) -> int:
+    """Connections the pool holds, idle or in use."""
+    return current.get_stats()["pool_size"]
 
 
 def test_changed_settings_give_a_new_pool_and_close_the_old() -> None:
-    async def scenario() -> tuple[_AsyncPool, _AsyncPool]:
+    async def scenario() -> tuple[Pool, Pool, bool]:
         await aclaim_task(str(uuid.uuid4()), window_seconds=60)
         before = await pool(connection.alias)
         with override_settings(TASKCLAIM_ASYNC_POOL=2):
             after = await pool(connection.alias)
-        return before, after
+            assert await aclaim_task(str(uuid.uuid4()), window_seconds=60) is not None
+        return before, after, after.closed
 
-    before, after = run(scenario())
+    before, after, after_closed = run(scenario())
     assert before is not after
-    assert (before.size, after.max_size) == (0, 2)
+    assert (before.closed, after_closed, after.max_size) == (True, False, 2)
+
+
+def test_a_loop_ending_without_aclose_connections_closes_its_pool() -> None:
+    async def claim() -> Pool:
+        assert await aclaim_task(str(uuid.uuid4()), window_seconds=60) is not None
+        return await pool(connection.alias)
+
+    assert asyncio.run(claim()).closed  # asyncio.run() shuts the loop down
+    assert async_to_sync(claim)().closed  # a loop per call

@@ -8,11 +8,15 @@ from collections.abc import Iterator
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
+from django.db import ProgrammingError, connection, transaction
 from django.test import override_settings
 from psycopg import sql
 
+from astral_taskclaim import checks
+from astral_taskclaim.db import cron
 from astral_taskclaim.db.grants import _GRANTS, applied_migrations
+from astral_taskclaim.schedules.upkeep import cron_loaded
+from tests.claimkit import set_role
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -54,3 +58,34 @@ def test_a_service_role_set_after_the_tables_were_made_is_granted_by_migrate(
 
 def test_every_grants_file_names_an_applied_migration() -> None:
     assert set(_GRANTS) <= applied_migrations(connection)
+
+
+def test_a_service_role_finds_pg_cron_without_reading_its_setting(new_role: str) -> None:
+    """pg_cron lets only superusers and ``pg_read_all_settings`` read
+    ``cron.database_name``: the service role asks taskclaim.cron_database()."""
+    loaded = cron.cron_database(connection)  # as the suite's superuser
+    if loaded is None:
+        pytest.skip("needs pg_cron loaded on the server")
+    with override_settings(TASKCLAIM_SERVICE_ROLE=new_role):
+        call_command("migrate", "astral_taskclaim", verbosity=0)
+    set_role(new_role)
+    try:
+        with (
+            pytest.raises(ProgrammingError, match="pg_read_all_settings"),
+            connection.cursor() as cursor,
+        ):
+            cursor.execute("SELECT current_setting('cron.database_name', true)")
+        assert cron.cron_database(connection) == loaded
+        assert cron_loaded(connection.alias) is True
+        assert cron.has_cleanup_job(connection) is not None  # the migration's state query
+        messages = checks.check_server(databases=[connection.alias])
+        assert not [m for m in messages if m.id == "astral_taskclaim.W007"]
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET ROLE")
+    with transaction.atomic(), connection.cursor() as cursor:  # before migration 0014
+        cursor.execute("DROP FUNCTION taskclaim.cron_database()")
+        set_role(new_role)
+        assert cron.cron_database(connection) is None  # cannot tell, rather than fail
+        transaction.set_rollback(True)  # the function and the role come back
+    assert cron.cron_database(connection) == loaded

@@ -59,20 +59,19 @@ def test_inside_a_transaction_the_connection_goes_when_django_next_checks_it(
 def test_a_pooled_async_connection_on_a_read_only_server_is_replaced(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    async def scenario() -> tuple[str | None, int]:
+    async def scenario() -> tuple[str | None, bool]:
         try:
             assert await aclaim_task("first", window_seconds=60) is not None
-            kept = await pool(connection.alias)
-            [idle] = kept._idle
-            await idle.execute("SET default_transaction_read_only = on")
+            async with (await pool(connection.alias)).connection() as idle:
+                await idle.execute("SET default_transaction_read_only = on")
             token = await aclaim_task("second", window_seconds=60)
-            return token, kept.size
+            return token, idle.closed
         finally:
             await aclose_connections()
 
     with caplog.at_level(logging.WARNING, logger="astral_taskclaim"):
-        token, size = run(scenario())
+        token, replaced = run(scenario())
     assert token is not None
-    assert size == 1
+    assert replaced
     assert set(claims()) == {"first", "second"}
     assert events(caplog).count("db.read_only_server") == 1

@@ -40,7 +40,7 @@ def test_aenqueue_writes_claim_message_and_result_without_djangos_connection(
 
     async def enqueue() -> tuple[Any, int]:
         result = await jobs.add.aenqueue(2, b=3)
-        return result, (await pool(statements.configured_alias())).size
+        return result, (await pool(statements.configured_alias())).get_stats()["pool_size"]
 
     with monkeypatch.context() as patch:
         patch.setattr(statements, "run", refuse)
@@ -196,7 +196,7 @@ def test_aget_result_reads_every_field_as_get_result_does() -> None:
 
     async def read() -> tuple[Any, int]:
         stored = await jobs.flaky.aget_result(result.id)
-        return stored, (await pool(statements.configured_alias())).size
+        return stored, (await pool(statements.configured_alias())).get_stats()["pool_size"]
 
     stored, pooled = run(read())
     assert pooled == 1  # read on the loop's own connection

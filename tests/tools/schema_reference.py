@@ -28,6 +28,7 @@ PATH = Path(__file__).resolve().parents[2] / "astral_taskclaim/db/sql/schema_ref
 OWNERS = {
     "slug.slug(name text)": "slug",
     "taskclaim.claim": "taskclaim",
+    "taskclaim.cron_database()": "taskclaim",
     "taskclaim.delete_expired()": "taskclaim",
     "taskclaim.message": "queue",
     "taskclaim.message_id_seq": "queue",

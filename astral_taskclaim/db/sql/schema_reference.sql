@@ -27,6 +27,14 @@ CREATE TABLE taskclaim.claim (
 ALTER TABLE taskclaim.claim ADD CONSTRAINT claim_pkey PRIMARY KEY (key);
 CREATE INDEX claim_expires_at_idx ON taskclaim.claim USING btree (expires_at);
 
+CREATE OR REPLACE FUNCTION taskclaim.cron_database()
+ RETURNS text
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$ SELECT current_setting('cron.database_name', true) $function$;
+COMMENT ON FUNCTION taskclaim.cron_database() IS 'The database pg_cron runs jobs from (NULL: pg_cron not loaded), for roles that cannot read cron.database_name.';
+
 CREATE OR REPLACE FUNCTION taskclaim.delete_expired()
  RETURNS bigint
  LANGUAGE plpgsql
