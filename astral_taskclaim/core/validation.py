@@ -84,6 +84,10 @@ def validate_window(value: object, *, name: str = "window_seconds") -> float:
     """``value`` if it can be a claim window: as :func:`validate_seconds`,
     but more than 0. A zero window would expire the claim as it is written,
     so every trigger would send a task: coalescing silently off."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+        raise ValueError(
+            f"{name} must be more than 0 and at most {MAX_SECONDS} seconds, got {value!r}"
+        )
     validate_seconds(value, name=name)
     if value == 0:
         raise ValueError(

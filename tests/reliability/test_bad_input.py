@@ -47,7 +47,7 @@ BAD_KEYS: list[tuple[Any, type[Exception], str]] = [
     ],
 ]
 BAD_SECONDS: list[tuple[Any, type[Exception], str]] = [
-    (-1, ValueError, "must be from 0"),
+    (-1, ValueError, "must be (from|more than) 0"),
     (math.nan, ValueError, "must be finite"),
     (math.inf, ValueError, "must be finite"),
     (10**12, ValueError, "must be from 0 to"),

@@ -34,7 +34,10 @@ TASK = ("--task", "{}", "--window", "60")
             "over the 131072-byte limit",
         ),
         (["bad", "k2", "--task", "{}", "--window", "abc"], "--window: must be a number of seconds"),
-        (["bad", "k2", "--task", "{}", "--window", "-1"], "--window: must be from 0 to"),
+        (
+            ["bad", "k2", "--task", "{}", "--window", "-1"],
+            "--window: must be more than 0 and at most",
+        ),
         (["bad", "k2", "--task", "{}", "--window", "nan"], "--window: must be finite"),
         (["bad", "k2", "--task", "{}", "--window", "inf"], "--window: must be finite"),
         (["bad", "k2", "--task", "{}", "--window", "1e12"], "--window: must be from 0 to"),
@@ -57,7 +60,7 @@ def test_enqueue_claimed_arguments(argv: list[str], match: str) -> None:
         (b'{"key": "a", "task": {}, "extra": 1}\n', "line 1: unknown field"),
         (b'{"key": "a"}\n', "line 1: missing task"),
         (b'{"key": "a\\u0000b", "task": {}}\n', "line 1: key must not contain NUL"),
-        (b'{"key": "a", "task": {}, "window": -1}\n', "line 1: window must be from 0"),
+        (b'{"key": "a", "task": {}, "window": -1}\n', "line 1: window must be more than 0"),
         (b'{"key": "a", "task": {}, "window": true}\n', "line 1: window must be an int or float"),
         # Latin-1 bytes, not UTF-8: named as a --file problem, not a traceback.
         (b'{"key": "a", "task": {}}\n{"key": "caf\xe9", "task": {}}\n', "--file|line 2"),
