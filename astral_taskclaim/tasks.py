@@ -33,10 +33,10 @@ from astral_taskclaim.consumer.consume import Consumer
 from astral_taskclaim.consumer.deferral import nameable
 from astral_taskclaim.consumer.dispatch import QueueConsumer, naming_task
 from astral_taskclaim.consumer.retry import RetryAfter, RetryAfterMs, requested_retry_after_ms
-from astral_taskclaim.consumer.summary import ConsumeSummary, TaskOptions
+from astral_taskclaim.consumer.summary import ConsumeSummary, TaskOptions, history_note
 from astral_taskclaim.core.validation import validate_max_retries, validate_window
 from astral_taskclaim.queues import MessageBatch, queues
-from astral_taskclaim.queues.runs import HistoryMode, RunNote, history_problem
+from astral_taskclaim.queues.runs import HistoryMode, history_problem
 
 __all__ = [
     "ClaimedTask",
@@ -175,8 +175,7 @@ class ClaimedTask(Generic[T]):
 
     def prepare(self, consumer: Consumer, *_: object) -> TaskOptions:
         """The consumer's hook before a run: this task's options and history."""
-        mode = self.history or consumer.history
-        note = None if mode == "none" else RunNote(self.name, failures_only=mode == "failures")
+        note = history_note(self.name, self.history or consumer.history)
         options = (self.parse, self.run, self.max_retries, self.retry_after_ms)
         return TaskOptions(*options, history=note)
 

@@ -90,8 +90,7 @@ def unknown_task(
     run history as a run of the task it names, so it is seen."""
     what = "names no task and it has no default" if named is None else f"has no task {named!r}"
     error = LookupError(f"queue {consumer.queue!r} {what} (its tasks: {consumer.name})")
-    mode = consumer.history
-    task = named if isinstance(named, str) else ""
+    mode, task = consumer.history, named if isinstance(named, str) else ""
     note = None if mode == "none" else RunNote(task, failures_only=mode == "failures")
     known = named is None or nameable(named)
     scale = consumer.scale

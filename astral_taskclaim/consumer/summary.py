@@ -5,6 +5,7 @@ the one way they are printed, and a worker's totals (:class:`WorkerStats`)."""
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ from typing import Any, Literal, NamedTuple, Protocol, Self
 from astral_taskclaim.core.envelope import Envelope
 from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.validation import validate_max_retries
-from astral_taskclaim.queues.runs import RunNote
+from astral_taskclaim.queues.runs import HistoryMode, RunNote
 
 __all__ = [
     "Batch",
@@ -30,6 +31,7 @@ __all__ = [
     "TaskRun",
     "WorkerStats",
     "checked_options",
+    "history_note",
 ]
 
 #: What became of one message: the :class:`ConsumeSummary` counter it adds to.
@@ -294,3 +296,10 @@ def checked_options(options: TaskOptions) -> TaskOptions:
         if hook is not None and not callable(hook):
             raise TypeError(f"{name} must be callable, got {type(hook).__name__}")
     return options
+
+
+@functools.lru_cache(maxsize=1024)
+def history_note(task: str, mode: HistoryMode) -> RunNote | None:
+    """How the run history notes the runs of declared task ``task`` in
+    ``mode`` (``TaskOptions.history``): made once, not for each message."""
+    return None if mode == "none" else RunNote(task, failures_only=mode == "failures")
