@@ -13,9 +13,8 @@ In an installed app's ``tasks`` module (imported when Django starts)::
 
     refresh_project.enqueue(f"project:{project.pk}", {"id": project.pk})
 
-and ``manage.py consume_claimed refresh`` runs it. The messages of a queue
-of several tasks name their task (:mod:`~astral_taskclaim.consumer.dispatch`);
-one of one task sends the TypeScript package's body unchanged.
+and ``manage.py consume_claimed refresh`` runs it, through the queue's one
+:class:`~astral_taskclaim.consumer.consume.Consumer`.
 """
 
 from __future__ import annotations
@@ -31,12 +30,13 @@ from django.utils.module_loading import autodiscover_modules
 from astral_taskclaim.claims.async_api import aenqueue_claimed
 from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.consumer.consume import Consumer
-from astral_taskclaim.consumer.dispatch import QueueConsumer, QueueTasks, nameable, naming_task
+from astral_taskclaim.consumer.deferral import nameable
+from astral_taskclaim.consumer.dispatch import QueueConsumer, naming_task
 from astral_taskclaim.consumer.retry import RetryAfter, RetryAfterMs, requested_retry_after_ms
-from astral_taskclaim.consumer.summary import ConsumeSummary, MessageConsumer, TaskOptions
+from astral_taskclaim.consumer.summary import ConsumeSummary, TaskOptions, history_note
 from astral_taskclaim.core.validation import validate_max_retries, validate_window
 from astral_taskclaim.queues import MessageBatch, queues
-from astral_taskclaim.queues.runs import HistoryMode, RunNote, history_problem, queue_history
+from astral_taskclaim.queues.runs import HistoryMode, history_problem
 
 __all__ = [
     "ClaimedTask",
@@ -158,29 +158,26 @@ class ClaimedTask(Generic[T]):
     def _options(self, options: EnqueueOptions, method: str) -> _Resolved:
         """``options`` with the task's window filled in; a ``TypeError`` for
         an unknown keyword, as a signature would raise."""
-        unknown = options.keys() - EnqueueOptions.__optional_keys__
-        if unknown:
+        if unknown := options.keys() - EnqueueOptions.__optional_keys__:
             raise TypeError(f"{self.name}.{method}() got unexpected keyword {sorted(unknown)[0]!r}")
         window = options.get("window_seconds")
-        if window is None:
-            window = self.window_seconds
+        window = self.window_seconds if window is None else window
         if window is None:
             raise ValueError(
                 f"{self.name}.{method}() needs window_seconds (the task declares no default)"
             )
         return {"window_seconds": window, "using": options.get("using")}
 
-    def consumer(self, *, using: str | None = None) -> MessageConsumer:
+    def consumer(self, *, using: str | None = None) -> Consumer:
         """What runs this task's messages (the worker calls its ``consume_one``),
-        made once per batch; one naming another task is refused as unknown."""
-        return QueueTasks(self.queue, [self]).consumer(using=using)
+        made once per batch; one naming another task waits as unknown."""
+        return Consumer(self.queue, [self]).consumer(using=using)
 
-    def task_consumer(self, *, using: str | None = None) -> MessageConsumer:
-        """:meth:`consumer`, not checking the task a message names."""
-        options = TaskOptions(self.parse, self.run, self.max_retries, self.retry_after_ms)
-        mode = self.history or queue_history(self.queue)
-        note = None if mode == "none" else RunNote(self.name, failures_only=mode == "failures")
-        return Consumer.create(options, using=using, history=note)
+    def prepare(self, consumer: Consumer, *_: object) -> TaskOptions:
+        """The consumer's hook before a run: this task's options and history."""
+        note = history_note(self.name, self.history or consumer.history)
+        options = (self.parse, self.run, self.max_retries, self.retry_after_ms)
+        return TaskOptions(*options, history=note)
 
     def consume(self, batch: MessageBatch, *, using: str | None = None) -> ConsumeSummary:
         """Runs ``batch`` as ``consume_claimed`` does, with this task's options."""
@@ -203,13 +200,12 @@ class _Resolved(TypedDict):
 
 
 class TaskRegistry:
-    """What consumes each queue: its claimed tasks by name, or the one
-    runner that has the queue to itself (a Django Tasks backend's, see
-    :func:`~astral_taskclaim.tasks_backend.register_runners`)."""
+    """What consumes each queue: its entries by name, the queue's claimed
+    tasks or the one runner that has the queue to itself (a Django Tasks
+    backend's, see :func:`~astral_taskclaim.tasks_backend.register_runners`)."""
 
     def __init__(self) -> None:
-        self._tasks: dict[str, dict[str, ClaimedTask[Any]]] = {}
-        self._runners: dict[str, QueueConsumer] = {}
+        self._entries: dict[str, dict[str, QueueConsumer]] = {}
         self._lock = threading.Lock()
 
     def register(self, task: ClaimedTask[Any]) -> ClaimedTask[Any]:
@@ -217,61 +213,58 @@ class TaskRegistry:
         ``ImproperlyConfigured`` for a second default on a queue, or a queue
         a runner has to itself."""
         with self._lock:
-            runner = self._runners.get(task.queue)
-            if runner is not None:
+            entries = self._entries.get(task.queue, {})
+            if (runner := _runner_of(entries)) is not None:
                 raise _shared_with_runner(task.queue, runner, task.name)
-            others = [t for t in self._tasks.get(task.queue, {}).values() if t.name != task.name]
-            default = next((t.name for t in others if t.default), None)
+            others = [t for t in _tasks(entries) if t.name != task.name and t.default]
+            default = next((t.name for t in others), None)
             if task.default and default is not None:
                 raise ImproperlyConfigured(
                     f"queue {task.queue!r} already has a default task, {default}; "
                     f"{task.name} cannot be one too"
                 )
-            self._tasks.setdefault(task.queue, {})[task.name] = task
+            self._entries.setdefault(task.queue, {})[task.name] = task
             task.registry = self
         return task
 
     def set_runners(self, runners: Iterable[tuple[str, QueueConsumer]]) -> None:
         """Makes ``runners`` ((queue alias, runner) pairs) the queues'
         runners, replacing those set before. ``ImproperlyConfigured``,
-        changing nothing, for a queue given twice or one that claimed tasks
-        use."""
-        chosen: dict[str, QueueConsumer] = {}
+        changing nothing, for a queue given twice or that claimed tasks use."""
         with self._lock:
+            kept = {q: e for q, e in self._entries.items() if e and _runner_of(e) is None}
             for queue, runner in runners:
-                other = chosen.setdefault(queue, runner)
-                if other is not runner:
+                entries = kept.setdefault(queue, {})
+                other = next((e for e in entries.values() if e is not runner), None)
+                if other is not None:
                     raise _shared_with_runner(queue, runner, other.name)
-                tasks = list(self._tasks.get(queue, {}).values())
-                if tasks:
-                    raise _shared_with_runner(queue, runner, tasks[0].name)
-            self._runners = chosen
+                entries[runner.name] = runner
+            self._entries = kept
 
     def unregister(self, queue: str, name: str | None = None) -> None:
         """Removes the task ``name`` of ``queue`` (every one when ``None``)."""
         with self._lock:
             if name is None:
-                self._tasks.pop(queue, None)
+                self._entries.pop(queue, None)
             else:
-                self._tasks.get(queue, {}).pop(name, None)
+                self._entries.get(queue, {}).pop(name, None)
 
     def tasks_of(self, queue: str) -> list[ClaimedTask[Any]]:
         """The claimed tasks of ``queue``, in the order registered."""
-        return list(self._tasks.get(queue, {}).values())
+        return _tasks(self._entries.get(queue, {}))
 
     def queues(self) -> set[str]:
         """The queue aliases something here consumes."""
         with self._lock:
-            return {queue for queue, tasks in self._tasks.items() if tasks} | set(self._runners)
+            return {queue for queue, entries in self._entries.items() if entries}
 
     def get(self, queue: str) -> QueueConsumer:
-        """What consumes ``queue``: its runner, its task, or its tasks as a
-        :class:`~astral_taskclaim.consumer.dispatch.QueueTasks` when there
-        are several; ``LookupError`` listing the registered ones."""
+        """What consumes ``queue``: its runner, its task, or its tasks as its
+        :class:`~astral_taskclaim.consumer.consume.Consumer` when there are
+        several; ``LookupError`` listing the registered ones."""
         with self._lock:
-            runner = self._runners.get(queue)
-            tasks = self.tasks_of(queue)
-            known = self.describe()
+            entries = self._entries.get(queue, {})
+            runner, tasks, known = _runner_of(entries), _tasks(entries), self.describe()
         if runner is not None:
             return runner
         if not tasks:
@@ -280,24 +273,22 @@ class TaskRegistry:
                 "are registered when their module is imported: each installed app's tasks.py "
                 "is, at start-up; import a task declared elsewhere from there"
             )
-        return tasks[0] if len(tasks) == 1 else QueueTasks(queue, tasks)
+        return tasks[0] if len(tasks) == 1 else Consumer(queue, tasks)
 
     def describe(self) -> str:
         """``registered: queue → task, ...`` (or that there are none)."""
-        names = {q: list(tasks) for q, tasks in self._tasks.items() if tasks}
-        names.update((q, [runner.name]) for q, runner in self._runners.items())
-        pairs = [f"{q} → {', '.join(found)}" for q, found in sorted(names.items())]
-        if not pairs:
+        found = sorted((q, ", ".join(entries)) for q, entries in self._entries.items() if entries)
+        if not found:
             return "no claimed tasks are registered (is the app's tasks module imported?)"
-        return "registered: " + ", ".join(pairs)
+        return "registered: " + ", ".join(f"{q} → {names}" for q, names in found)
 
     def __iter__(self) -> Iterator[ClaimedTask[Any]]:
         """The claimed tasks (not the runners)."""
         with self._lock:
-            return iter([task for tasks in self._tasks.values() for task in tasks.values()])
+            return iter([task for entries in self._entries.values() for task in _tasks(entries)])
 
     def __len__(self) -> int:
-        return sum(len(tasks) for tasks in self._tasks.values())
+        return len(list(iter(self)))
 
     @overload
     def task(self, run: Callable[[T], object], /) -> ClaimedTask[T]: ...
@@ -329,6 +320,14 @@ class TaskRegistry:
             return self.register(ClaimedTask(function, **options))
 
         return decorate if run is None else decorate(run)
+
+
+def _tasks(entries: dict[str, QueueConsumer]) -> list[ClaimedTask[Any]]:
+    return [entry for entry in entries.values() if isinstance(entry, ClaimedTask)]
+
+
+def _runner_of(entries: dict[str, QueueConsumer]) -> QueueConsumer | None:
+    return next((entry for entry in entries.values() if not isinstance(entry, ClaimedTask)), None)
 
 
 def _shared_with_runner(queue: str, runner: QueueConsumer, task: str) -> ImproperlyConfigured:

@@ -1,13 +1,15 @@
 """Consuming claimed-task messages: run, retry with backoff, give up.
 
-The core is per message: :meth:`Consumer.consume_one` runs one message's
-task, writes its claim (hold or release) and then settles the message with
-``ack()`` or ``retry(delay_seconds=...)``, adding the outcome to a
-:class:`ConsumeSummary`. :func:`consume_claimed` goes through a batch with
-it; the worker calls it for each message it runs and settles the batch with
-the queue afterwards. It logs on the ``astral_taskclaim.consumer.consume`` logger;
-every record's ``extra`` has ``event`` and ``queue``, and ``key`` and
-``attempts`` where they are known (the events: :doc:`/observability`).
+A queue's one :class:`Consumer` holds its entries by task name and runs a
+message one way: it finds the entry the message names (or waits for a
+worker that has it: :mod:`~astral_taskclaim.consumer.deferral`), calls the
+entry's ``prepare`` hook, runs the task with the options it gives, writes
+the claim (hold or release), settles the message with ``ack()`` or
+``retry(delay_seconds=...)``, calls the ``after`` hook and counts the
+outcome. :func:`consume_claimed` and the worker use it. It logs on the
+``astral_taskclaim.consumer.consume`` logger; every record's ``extra``
+has ``event`` and ``queue``, and ``key`` and ``attempts`` where they are
+known (the events: :doc:`/observability`).
 
 :meth:`Consumer.consume_one` sends the signals of
 :mod:`~astral_taskclaim.signals` around each run; it is the only place that
@@ -16,40 +18,41 @@ sends them.
 
 from __future__ import annotations
 
-import inspect
+import copy
 import logging
 import time
-from collections.abc import Awaitable, Callable, Generator
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
-from asgiref.sync import async_to_sync
 from django.db import connections, transaction
 
 from astral_taskclaim import signals
 from astral_taskclaim.claims.claim import hold_task, release_task
 from astral_taskclaim.claims.writing import discard_broken_connection, in_transaction, resolve_alias
-from astral_taskclaim.consumer import failures
-from astral_taskclaim.consumer.event_loop import run_steps
-from astral_taskclaim.consumer.retry import RetryAfter, requested_wait_ms, retry_delay_seconds
+from astral_taskclaim.consumer import failures, retry
+from astral_taskclaim.consumer.deferral import unknown_task
+from astral_taskclaim.consumer.event_loop import awaited, run_steps
 from astral_taskclaim.consumer.summary import (
     Batch,
     ConsumeSummary,
-    FailureHook,
+    Decision,
+    Entry,
     Message,
     MessageConsumer,
+    NamedEntry,
     Outcome,
     Steps,
     TaskOptions,
     checked_options,
 )
 from astral_taskclaim.core.conf import app_settings
-from astral_taskclaim.core.envelope import Envelope, parse_body
+from astral_taskclaim.core.envelope import Envelope, parse_body, task_name_of
 from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.redaction import redacting_filter
 from astral_taskclaim.db.connections import savepoint_if_in_atomic
 from astral_taskclaim.queues.messages import ReceivedMessage
-from astral_taskclaim.queues.runs import RunNote
+from astral_taskclaim.queues.runs import HistoryMode, queue_history
 
 __all__ = ["Consumer", "consume_claimed"]
 
@@ -58,57 +61,57 @@ logger.addFilter(redacting_filter)
 
 T = TypeVar("T")
 
-
-@dataclass(frozen=True)
-class _Decision:
-    outcome: Outcome
-    ack: bool
-    release: bool = False
-    delay_seconds: float = 0
-    error: str | None = None
-    exception: BaseException | None = None  # the failure, for the run history
+_OK = Decision("ok", ack=True)
+_UNPARSEABLE = Decision("unparseable", ack=True, release=True)
+_GAVE_UP = Decision("failed", ack=True, release=True)
 
 
-_OK = _Decision("ok", ack=True)
-_UNPARSEABLE = _Decision("unparseable", ack=True, release=True)
-_GAVE_UP = _Decision("failed", ack=True, release=True)
-
-
-@dataclass(frozen=True, slots=True)
 class Consumer(MessageConsumer):
-    """A task's options (see :func:`consume_claimed`) on database ``alias``,
-    delays scaled by ``scale``, runs noted by ``history``; made by
-    :meth:`create` once per batch, which reads the settings."""
+    """The consumer of queue ``queue``: its entries by task name, the
+    default one for a message that names none (the one entry of a queue of
+    one), or only ``default``, which takes every message. :meth:`consumer`
+    binds it to a database for a batch; :meth:`steps` is the one way a
+    message is run."""
 
-    parse: Callable[[Any], Any]
-    run: Callable[[Any], object]
-    max_retries: int
-    retry_after_ms: Callable[[BaseException], object] | None
-    on_failure: FailureHook | None
-    alias: str
-    scale: float
-    history: RunNote | None = None
+    __slots__ = ("alias", "default", "history", "name", "queue", "scale", "tasks")
 
-    @classmethod
-    def create(
-        cls, options: TaskOptions, *, using: str | None = None, history: RunNote | None = None
-    ) -> Consumer:
-        """Checks ``options`` and that ``using`` is in no transaction (raising
-        as :func:`consume_claimed` does); reads ``TASKCLAIM_DELAY_SCALE``."""
-        checked_options(options)
+    def __init__(
+        self, queue: str, tasks: Sequence[NamedEntry] = (), *, default: Entry | None = None
+    ) -> None:
+        self.queue = queue
+        self.tasks = {task.name: task for task in tasks}
+        if default is None:
+            default = next((t for t in tasks if t.default or len(tasks) == 1), None)
+        self.default = default
+        self.name = ", ".join(self.tasks) or str(getattr(default, "name", ""))
+        self.alias, self.scale = "", 1.0
+        self.history: HistoryMode = "none"
+
+    @property
+    def window_seconds(self) -> float | None:
+        """The default entry's window (of a message enqueued by hand that gives none)."""
+        return getattr(self.default, "window_seconds", None)
+
+    def knows(self, named: object) -> bool:
+        """Whether a message naming task ``named`` (``None``: none) has its task here."""
+        if named is None:
+            return self.default is not None
+        return isinstance(named, str) and named in self.tasks
+
+    def consumer(self, *, using: str | None = None) -> Consumer:
+        """This consumer on database ``using`` for a batch (raising as
+        :func:`consume_claimed` does); reads ``TASKCLAIM_DELAY_SCALE`` and,
+        for claimed tasks, the queue's ``HISTORY``."""
         alias = resolve_alias(using)
         if in_transaction(connections[alias]):
             raise transaction.TransactionManagementError(
                 "consume_claimed() cannot run inside a transaction: each claim write must "
                 "commit before its message is settled."
             )
-        return cls(*options, alias=alias, scale=app_settings.DELAY_SCALE, history=history)
-
-    def for_task(self, options: TaskOptions) -> Consumer:
-        """This consumer with another task's options (settings not read again)."""
-        return Consumer(
-            *checked_options(options), alias=self.alias, scale=self.scale, history=self.history
-        )
+        bound = copy.copy(self)
+        bound.alias, bound.scale = alias, app_settings.DELAY_SCALE
+        bound.history = queue_history(self.queue) if self.tasks else "none"
+        return bound
 
     def consume_one(self, message: Message, summary: ConsumeSummary) -> Outcome:
         """Runs ``message``'s task, writes its claim, then settles it (see
@@ -118,23 +121,33 @@ class Consumer(MessageConsumer):
     def steps(self, message: Message, summary: ConsumeSummary) -> Steps:
         """:meth:`consume_one`, yielding the awaitable an ``async def`` task
         returns instead of awaiting it."""
-        queue = summary.queue
         found = parse_body(message.body)
         if found is None:
             return self.malformed(message, summary, "not a claimed task")
-        history, started = self.history, time.time()
-        unsettled = getattr(message, "unsettled_before", False)
-        decision = yield from self._attempt(queue, found, message.attempts, unsettled, summary)
+        named = task_name_of(message.body) if self.tasks else None
+        entry = self.default if named is None else None
+        if isinstance(named, str):
+            entry = self.tasks.get(named)
+        if entry is None:
+            options = unknown_task(self, message, found, summary, named)
+        else:
+            options = entry.prepare(self, message, found, summary)
+        if not isinstance(options, TaskOptions):
+            return options  # settled by the hook
+        history, started = options.history, time.time()
+        decision = yield from self._attempt(options, found, message, summary)
         if history is not None and isinstance(message, ReceivedMessage):
-            message.run = history.note(queue, found, message.attempts, decision, started)
+            message.run = history.note(summary.queue, found, message.attempts, decision, started)
         if decision.release or not decision.ack:
-            self.write_claim(queue, found, summary, decision.ack, decision.delay_seconds)
+            self.write_claim(summary.queue, found, summary, decision.ack, decision.delay_seconds)
         if decision.ack:
             message.ack()
         else:
             message.retry(delay_seconds=decision.delay_seconds)
             if isinstance(message, ReceivedMessage):
                 message.last_error = decision.error
+        if options.after is not None:
+            options.after(decision.outcome)
         return decision.outcome
 
     def malformed(self, message: Message, summary: ConsumeSummary, reason: str) -> Outcome:
@@ -150,13 +163,15 @@ class Consumer(MessageConsumer):
         return "malformed"
 
     def _attempt(
-        self, queue: str, found: Envelope, attempts: int, unsettled: bool, summary: ConsumeSummary
-    ) -> Generator[Awaitable[object], object, _Decision]:
+        self, options: TaskOptions, found: Envelope, message: Message, summary: ConsumeSummary
+    ) -> Generator[Awaitable[object], object, Decision]:
         """Parses and runs one task: what to do with its message and claim.
         An awaitable the run returns is yielded, and what it raised is
         thrown back in here, so the failure is handled as a sync one's."""
+        queue, attempts = summary.queue, message.attempts
+        unsettled = getattr(message, "unsettled_before", False)
         try:
-            task = self.parse(found.task)
+            task = options.parse(found.task)
         except BaseException as error:
             if not failures.is_task_failure(error):
                 raise
@@ -167,20 +182,11 @@ class Consumer(MessageConsumer):
             # Past its attempts, a message was delivered and never settled:
             # each delivery ended its worker, so it is not run once more. Its
             # last delivery, unsettled, may have been a batch-mate's kill.
-            if attempts - unsettled > self.max_retries + 1:
-                raise failures.DeliveriesExhausted(attempts, self.max_retries)
+            if attempts - unsettled > options.max_retries + 1:
+                raise failures.DeliveriesExhausted(attempts, options.max_retries)
             signals.send(signals.task_started, queue, found, attempts, task)
-            result = self.run(task)
-            if result is not None and inspect.isawaitable(result):
-                if connections[self.alias].in_atomic_block:
-                    # Only a TestCase's (consuming refuses a transaction):
-                    # the run's ORM calls stay on this thread's connection,
-                    # in the test's transaction.
-                    async_to_sync(_wait)(result)
-                else:
-                    # Awaited by the caller on the process's one event loop,
-                    # beside every other async run (see consumer.event_loop).
-                    yield result
+            result = options.run(task)
+            yield from awaited(result, self.alias)
             if failures.roll_back_left_open(self.alias):
                 raise failures.TransactionLeftOpen(self.alias)
         except BaseException as error:
@@ -189,47 +195,47 @@ class Consumer(MessageConsumer):
             failures.roll_back_left_open(self.alias)  # before the claim write that follows
             # Decided inside the handler: the failure hook and the signal
             # receivers see it as sys.exc_info().
-            return self._failed(queue, found, attempts, task, error, summary)
+            return self._failed(options, queue, found, attempts, task, error, summary)
         summary.ok += 1
         signals.send(signals.task_finished, queue, found, attempts, task)
         return _OK
 
     def _failed(
         self,
+        options: TaskOptions,
         queue: str,
         found: Envelope,
         attempts: int,
         task: Any,
         error: BaseException,
         summary: ConsumeSummary,
-    ) -> _Decision:
+    ) -> Decision:
         """A failed attempt (called inside its exception handler): retried,
         or given up for the last time."""
         # Escaped only here: a run that returns logs nothing.
         shown = (printable(queue), printable(found.key))
         extra = {"queue": queue, "key": found.key, "attempts": attempts}
-        final = attempts > self.max_retries
-        if self.on_failure is not None:
+        final = attempts > options.max_retries
+        if options.on_failure is not None:
             # A failed write of the failure (the database is gone) leaves the
             # message unsettled, to be delivered again: it raises from here.
-            self.on_failure(error, final)
+            options.on_failure(error, final)
         if not final:
-            wait = requested_wait_ms(self.retry_after_ms, error)
+            wait = retry.requested_wait_ms(options.retry_after_ms, error)
             # A backend counting from 0 would make the schedule raise; count from 1.
-            delay = retry_delay_seconds(max(attempts, 1), wait)
-            # Scale 1 (the default) keeps the TypeScript package's whole seconds exactly.
-            scaled = delay if self.scale == 1.0 else round(delay * self.scale, 3)
+            delay = retry.retry_delay_seconds(max(attempts, 1), wait)
+            scaled = retry.scaled_delay(delay, self.scale)
             logger.info(
                 "%s task %s failed (attempt %d); retrying in %s s",
                 *(*shown, attempts, scaled),
-                exc_info=not isinstance(error, RetryAfter),  # a planned retry: no traceback
+                exc_info=not isinstance(error, retry.RetryAfter),  # a planned retry: no traceback
                 extra={"event": "queue.task_retrying", **extra},
             )
             summary.retried += 1
             summary.retry_delays.append(scaled)
             more = {"error": error, "delay_seconds": scaled}
             signals.send(signals.task_retried, queue, found, attempts, task, **more)
-            return _Decision(
+            return Decision(
                 "retried",
                 ack=False,
                 delay_seconds=scaled,
@@ -255,7 +261,7 @@ class Consumer(MessageConsumer):
 
     def _unparseable(
         self, queue: str, found: Envelope, summary: ConsumeSummary, *, error: BaseException | None
-    ) -> _Decision:
+    ) -> Decision:
         logger.warning(
             "%s task %s is unparseable; claim released, acked",
             *(printable(queue), printable(found.key)),
@@ -339,12 +345,6 @@ def consume_claimed(
     A message delivered more than ``max_retries + 1`` times (its earlier
     deliveries never settled: each ended its worker) is given up without
     running: logged as ``queue.task_abandoned``, claim released, acked.
-
-    Each message goes through :meth:`Consumer.consume_one`, as in the worker.
     """
-    options = TaskOptions(parse, run, max_retries, retry_after_ms)
-    return Consumer.create(options, using=using).consume(batch)
-
-
-async def _wait(awaitable: Awaitable[object]) -> None:
-    await awaitable
+    options = checked_options(TaskOptions(parse, run, max_retries, retry_after_ms))
+    return Consumer(batch.queue, default=options).consumer(using=using).consume(batch)

@@ -3,8 +3,8 @@
 :func:`send_again` sends a message's body again, some seconds ahead, and
 acks this delivery: the new message starts its delivery count afresh, on
 every queue (SQS and Cloudflare count each receive and cannot take one
-back). A Django Task not yet due uses it, and so does :class:`UnknownTask`,
-the one consumer of a message whose task this worker does not know, for
+back). A Django Task not yet due uses it, and so does :func:`wait_for_task`,
+the one way a message whose task this worker does not know is handled, for
 claimed tasks and Django Tasks alike.
 
 In a rolling deploy, web processes and workers run different code for a
@@ -30,26 +30,27 @@ a lone surrogate): its send would stop the worker at every delivery.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
-from astral_taskclaim.consumer.consume import Consumer
+from astral_taskclaim.consumer.retry import scaled_delay
 from astral_taskclaim.consumer.summary import (
     ConsumeSummary,
     FailureHook,
     Message,
-    MessageConsumer,
     Outcome,
     TaskOptions,
 )
-from astral_taskclaim.core.envelope import WAITING_FIELD, Envelope, parse_body
+from astral_taskclaim.core.envelope import WAITING_FIELD, Envelope
 from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.queues import queues
+from astral_taskclaim.queues.runs import RunNote
 
-__all__ = ["UnknownTask", "send_again"]
+__all__ = ["nameable", "send_again", "unknown_task", "wait_for_task"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,82 +72,88 @@ def send_again(queue: str, message: Message, wait: float, body: Any = None) -> N
     message.ack()
 
 
-@dataclass(frozen=True)
-class UnknownTask(MessageConsumer):
-    """Consumes a message whose task this worker does not know (see the
-    module docstring). ``error`` names the task and the queue, and is what
-    a give-up records; ``consumer`` writes the claim and notes the give-up
-    in its history; ``on_failure`` gets ``error`` and whether it is given
-    up, each time; ``nameable``: ``False`` gives it up at once."""
+def nameable(name: object) -> bool:
+    """Whether a claimed task can be named ``name``: a non-empty ``str``
+    without NUL (which no run history could store)."""
+    return isinstance(name, str) and name != "" and "\x00" not in name
 
-    error: LookupError
-    consumer: Consumer
-    on_failure: FailureHook | None = None
-    nameable: bool = True
 
-    def consume_one(self, message: Message, summary: ConsumeSummary) -> Outcome:
-        found = parse_body(message.body)
-        if found is None:
-            return self.consumer.malformed(message, summary, "not a claimed task")
-        now = time.time()
-        since = _waiting_since(message.body, now)
-        waited = now - since
-        body = {**message.body, WAITING_FIELD: round(since * 1000)}
-        unsendable = _unsendable(summary.queue, body) if self.nameable else None
-        if not self.nameable or waited >= _PATIENCE_SECONDS or unsendable:
-            return self._give_up(message, summary, found, waited, unsendable)
-        wait = min(max(waited, _FIRST_WAIT), _LONGEST_WAIT)
-        scale = self.consumer.scale
-        wait = wait if scale == 1.0 else round(wait * scale, 3)
-        if self.on_failure is not None:
-            self.on_failure(self.error, False)
-        queue = summary.queue
-        self.consumer.write_claim(queue, found, summary, False, wait)
-        send_again(queue, message, wait, body)
-        logger.warning(
-            "%s task %s: %s; waiting %s s more for a worker that has it",
-            *(printable(queue), printable(found.key), printable(self.error), wait),
-            extra=self._extra(summary, found, waited),
-        )
-        summary.retried += 1
-        summary.unknown_task += 1
-        summary.retry_delays.append(wait)
-        return "retried"
+def unknown_task(
+    consumer: Any,
+    message: Message,
+    found: Envelope,
+    summary: ConsumeSummary,
+    named: object,
+) -> TaskOptions | Outcome:
+    """:func:`wait_for_task` for a message naming task ``named`` (``None``:
+    none) that ``consumer``'s queue does not have; a give-up is noted in the
+    run history as a run of the task it names, so it is seen."""
+    what = "names no task and it has no default" if named is None else f"has no task {named!r}"
+    error = LookupError(f"queue {consumer.queue!r} {what} (its tasks: {consumer.name})")
+    mode, task = consumer.history, named if isinstance(named, str) else ""
+    note = None if mode == "none" else RunNote(task, failures_only=mode == "failures")
+    known = named is None or nameable(named)
+    scale = consumer.scale
+    hold = functools.partial(consumer.write_claim, summary.queue, found, summary, False)
+    return wait_for_task(
+        message, found, summary, error, scale=scale, hold=hold, history=note, nameable=known
+    )
 
-    def _give_up(
-        self,
-        message: Message,
-        summary: ConsumeSummary,
-        found: Envelope,
-        waited: float,
-        unsendable: str | None = None,
-    ) -> Outcome:
-        error = self.error
+
+def wait_for_task(
+    message: Message,
+    found: Envelope,
+    summary: ConsumeSummary,
+    error: LookupError,
+    *,
+    scale: float,
+    hold: Callable[[float], object],
+    on_failure: FailureHook | None = None,
+    history: RunNote | None = None,
+    nameable: bool = True,
+) -> TaskOptions | Outcome:
+    """A message whose task this worker does not have (see the module
+    docstring): sent again, its claim held by ``hold(seconds)``, or the
+    options that give it up as a failed last attempt, recording ``error``.
+    ``on_failure`` gets ``error`` and whether it is given up, each time;
+    ``nameable``: ``False`` gives it up at once."""
+    queue, now = summary.queue, time.time()
+    since = _waiting_since(message.body, now)
+    waited = now - since
+    body = {**message.body, WAITING_FIELD: round(since * 1000)}
+    unsendable = _unsendable(queue, body) if nameable else None
+    extra = {
+        "event": "queue.task_unknown",
+        "queue": queue,
+        "key": found.key,
+        "error": str(error),
+        "waited_seconds": round(waited, 3),
+    }
+    shown = (printable(queue), printable(found.key), printable(error))
+    if not nameable or waited >= _PATIENCE_SECONDS or unsendable:
+        why = f"waited {waited:.0f} s" if nameable else "no task can have that name"
+        why = f"it cannot be sent again: {unsendable}" if unsendable else why
+        logger.error("%s task %s: %s; given up (%s)", *shown, why, extra=extra)
 
         def refuse(task: Any) -> None:
             raise error
 
-        why = f"waited {waited:.0f} s" if self.nameable else "no task can have that name"
-        why = f"it cannot be sent again: {unsendable}" if unsendable else why
-        logger.error(
-            "%s task %s: %s; given up (%s)",
-            *(printable(summary.queue), printable(found.key), printable(error), why),
-            extra=self._extra(summary, found, waited),
-        )
         # Its last attempt, and not one past its attempts (which would be
         # given up as DeliveriesExhausted, without this error).
         last = max(message.attempts - 1, 0)
-        options = TaskOptions(_always, refuse, last, None, self.on_failure)
-        return self.consumer.for_task(options).consume_one(message, summary)
-
-    def _extra(self, summary: ConsumeSummary, found: Envelope, waited: float) -> dict[str, Any]:
-        return {
-            "event": "queue.task_unknown",
-            "queue": summary.queue,
-            "key": found.key,
-            "error": str(self.error),
-            "waited_seconds": round(waited, 3),
-        }
+        return TaskOptions(_always, refuse, last, None, on_failure, history=history)
+    wait = scaled_delay(min(max(waited, _FIRST_WAIT), _LONGEST_WAIT), scale)
+    if on_failure is not None:
+        on_failure(error, False)
+    hold(wait)
+    send_again(queue, message, wait, body)
+    logger.warning(
+        "%s task %s: %s; waiting %s s more for a worker that has it", *shown, wait, extra=extra
+    )
+    summary.retried += 1
+    summary.unknown_task += 1
+    summary.retry_delays.append(wait)
+    return "retried"
 
 
 def _waiting_since(body: Any, now: float) -> float:

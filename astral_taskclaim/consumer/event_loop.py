@@ -39,10 +39,10 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar, cast
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from django.db import close_old_connections, connections
 
-__all__ = ["event_loop_scope", "run_steps", "submit"]
+__all__ = ["awaited", "event_loop_scope", "run_steps", "submit"]
 
 T = TypeVar("T")
 
@@ -121,6 +121,24 @@ def submit(
             then(result, None)
 
     future.add_done_callback(done)
+
+
+def awaited(result: object, alias: str) -> Generator[Awaitable[object], object, None]:
+    """Yields ``result`` if a run returned an awaitable, to be awaited by
+    the caller on the process's one event loop, beside every other async
+    run; inside a ``TestCase``'s atomic block on database ``alias`` (the
+    only one a consumer runs in) awaits it here instead, so the run's ORM
+    calls stay on this thread's connection, in the test's transaction."""
+    if result is None or not inspect.isawaitable(result):
+        return
+    if connections[alias].in_atomic_block:
+        async_to_sync(_await)(result)
+    else:
+        yield result
+
+
+async def _await(awaitable: Awaitable[object]) -> None:
+    await awaitable
 
 
 def run_steps(steps: Generator[Awaitable[object], object, T]) -> T:

@@ -18,6 +18,7 @@ __all__ = [
     "requested_retry_after_ms",
     "requested_wait_ms",
     "retry_delay_seconds",
+    "scaled_delay",
 ]
 
 #: First retry delay; each further failure doubles it.
@@ -99,3 +100,10 @@ def requested_wait_ms(
         return retry_after_ms(error)
     except Exception:
         return None
+
+
+def scaled_delay(seconds: float, scale: float) -> float:
+    """``seconds`` times ``TASKCLAIM_DELAY_SCALE`` (``scale``), to the
+    millisecond; scale 1 (the default) keeps the TypeScript package's whole
+    seconds exactly."""
+    return seconds if scale == 1.0 else round(seconds * scale, 3)

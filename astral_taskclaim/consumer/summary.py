@@ -5,26 +5,33 @@ the one way they are printed, and a worker's totals (:class:`WorkerStats`)."""
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol, Self
 
+from astral_taskclaim.core.envelope import Envelope
 from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.validation import validate_max_retries
+from astral_taskclaim.queues.runs import HistoryMode, RunNote
 
 __all__ = [
     "Batch",
     "ConsumeSummary",
+    "Decision",
+    "Entry",
     "FailureHook",
     "Message",
     "MessageConsumer",
+    "NamedEntry",
     "Outcome",
     "Steps",
     "TaskOptions",
     "TaskRun",
     "WorkerStats",
     "checked_options",
+    "history_note",
 ]
 
 #: What became of one message: the :class:`ConsumeSummary` counter it adds to.
@@ -135,6 +142,20 @@ class ConsumeSummary:
 
 
 @dataclass(frozen=True)
+class Decision:
+    """What a run of a message's task decided: the outcome, whether the
+    message is acked (else retried after ``delay_seconds``), whether the
+    claim is released, and the failure (described, for the message)."""
+
+    outcome: Outcome
+    ack: bool
+    release: bool = False
+    delay_seconds: float = 0
+    error: str | None = None
+    exception: BaseException | None = None
+
+
+@dataclass(frozen=True)
 class TaskRun:
     """One message a worker ran: its key (``None`` for a body that is no
     claimed task), its delivery count, the outcome (``ok``, ``retried``,
@@ -217,14 +238,48 @@ class MessageConsumer(ABC):
         return summary
 
 
+class Entry(Protocol):
+    """What a queue's consumer (``consumer.consume.Consumer``) runs a
+    message with: its hook before the run, which settles the message itself
+    (returning the outcome) or gives the :class:`TaskOptions` (and hooks) to
+    run it with. A claimed task, a Django Tasks backend's runner, or
+    :class:`TaskOptions` themselves."""
+
+    def prepare(
+        self, consumer: Any, message: Message, found: Envelope, summary: ConsumeSummary
+    ) -> TaskOptions | Outcome: ...
+
+
+class NamedEntry(Entry, Protocol):
+    """An entry messages name: a claimed task."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def default(self) -> bool: ...
+
+    @property
+    def window_seconds(self) -> float | None: ...
+
+
 class TaskOptions(NamedTuple):
-    """A task's options, as :func:`consume_claimed` takes them."""
+    """How one message's task is run, as :func:`consume_claimed` takes
+    them, and the hooks around the run: ``on_failure`` records a failed
+    attempt, ``after`` gets the outcome once the message is settled,
+    ``history`` notes the run in ``taskclaim.run``."""
 
     parse: Callable[[Any], Any]
     run: Callable[[Any], object]
     max_retries: int
     retry_after_ms: Callable[[BaseException], object] | None = None
     on_failure: FailureHook | None = None
+    after: Callable[[Outcome], object] | None = None
+    history: RunNote | None = None
+
+    def prepare(self, *_: object) -> TaskOptions:
+        """These options are the entry of a consumer running every message with them."""
+        return self
 
 
 def checked_options(options: TaskOptions) -> TaskOptions:
@@ -236,7 +291,15 @@ def checked_options(options: TaskOptions) -> TaskOptions:
     for name, hook in (
         ("retry_after_ms", options.retry_after_ms),
         ("on_failure", options.on_failure),
+        ("after", options.after),
     ):
         if hook is not None and not callable(hook):
             raise TypeError(f"{name} must be callable, got {type(hook).__name__}")
     return options
+
+
+@functools.lru_cache(maxsize=1024)
+def history_note(task: str, mode: HistoryMode) -> RunNote | None:
+    """How the run history notes the runs of declared task ``task`` in
+    ``mode`` (``TaskOptions.history``): made once, not for each message."""
+    return None if mode == "none" else RunNote(task, failures_only=mode == "failures")

@@ -5,10 +5,11 @@ The task registry holds a :class:`TaskRunner` for each such queue (set from
 the settings by :func:`~astral_taskclaim.tasks_backend.register_runners`),
 so ``manage.py consume_claimed QUEUE`` and
 :class:`~astral_taskclaim.worker.loop.Worker` run Django Tasks with the same
-retries, two-stage shutdown and reconnects as claimed tasks. Each message goes through
-``Consumer.consume_one`` (which decides ack, retry or give-up and writes the
-claim); the runner records the attempt and its outcome in
-``taskclaim.task_result`` around it:
+retries, two-stage shutdown and reconnects as claimed tasks. The runner is
+the one entry of its queue's ``Consumer``, which runs each message as a
+claimed task's (deciding ack, retry or give-up and writing the claim); its
+hooks record the attempt and its outcome in ``taskclaim.task_result``:
+``prepare`` before the run, ``failed`` on a failure and ``record`` after:
 
 - a run whose ``runAfter`` is still ahead (a delay longer than the queue
   takes in one send) is sent again for the rest of the wait and acked; a
@@ -22,7 +23,7 @@ claim); the runner records the attempt and its outcome in
   alone names is imported;
 - a task this worker cannot load (a rolling deploy) waits for a worker
   that has it, as a claimed task's message does
-  (:class:`~astral_taskclaim.consumer.deferral.UnknownTask`): each try
+  (:func:`~astral_taskclaim.consumer.deferral.wait_for_task`): each try
   records ``TaskNotFound`` and leaves the run ``READY``, the last ``FAILED``;
 - afterwards: ``SUCCESSFUL`` with the return value, ``READY`` again with
   the error when a retry is due, ``FAILED`` with it on the last attempt
@@ -34,6 +35,7 @@ malformed; database and queue errors go to the worker, which reconnects.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Mapping
@@ -47,19 +49,11 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from astral_taskclaim.consumer.consume import Consumer
-from astral_taskclaim.consumer.deferral import UnknownTask, send_again
-from astral_taskclaim.consumer.event_loop import run_steps
+from astral_taskclaim.consumer.deferral import send_again, wait_for_task
 from astral_taskclaim.consumer.failures import TaskNotFound, describe_error
 from astral_taskclaim.consumer.retry import requested_retry_after_ms
-from astral_taskclaim.consumer.summary import (
-    ConsumeSummary,
-    Message,
-    MessageConsumer,
-    Outcome,
-    Steps,
-    TaskOptions,
-)
-from astral_taskclaim.core.envelope import Envelope, parse_body
+from astral_taskclaim.consumer.summary import ConsumeSummary, Message, Outcome, TaskOptions
+from astral_taskclaim.core.envelope import Envelope
 from astral_taskclaim.core.validation import max_retries_problem
 from astral_taskclaim.queues import QueueError
 from astral_taskclaim.tasks_backend import results
@@ -94,59 +88,35 @@ class TaskRunner:
     def __repr__(self) -> str:
         return f"<TaskRunner {self.backend_alias!r} on queue {self.queue!r}>"
 
-    def consumer(self, *, using: str | None = None) -> _RunnerConsumer:
-        """Runs the messages one by one (see the module docstring)."""
-        # A consumer whose parse refuses every task: what is no Django
-        # Task's message is settled as malformed or unparseable, never run.
-        refuse = TaskOptions(_refuse, _refuse, 0)
-        return _RunnerConsumer(self, Consumer.create(refuse, using=using))
+    def consumer(self, *, using: str | None = None) -> Consumer:
+        """Its queue's consumer: every message is this runner's (see the module docstring)."""
+        return Consumer(self.queue, default=self).consumer(using=using)
 
-
-#: Errors of the database or the queue while dispatching a message: the
-#: worker reconnects and the message is delivered again, never refused.
-_INFRASTRUCTURE = (DatabaseError, psycopg.Error, QueueError)
-
-
-@dataclass(frozen=True)
-class _RunnerConsumer(MessageConsumer):
-    """A :class:`TaskRunner`'s consumer: ``refuse`` acks what is no Django
-    Task's message as malformed or unparseable."""
-
-    runner: TaskRunner
-    refuse: Consumer
-
-    def consume_one(self, message: Message, summary: ConsumeSummary) -> Outcome:
-        return run_steps(self.steps(message, summary))
-
-    def steps(self, message: Message, summary: ConsumeSummary) -> Steps:
-        found = parse_body(message.body)
-        payload = found.task if found is not None else None
-        if found is None or not _is_payload(payload):
-            return self.refuse.consume_one(message, summary)
-        assert isinstance(payload, Mapping)
+    def prepare(
+        self, consumer: Consumer, message: Message, found: Envelope, summary: ConsumeSummary
+    ) -> TaskOptions | Outcome:
+        """The consumer's hook before a run: the started attempt's options
+        and hooks, or what became of a message that runs nothing now."""
+        payload = found.task
+        if not _is_payload(payload):
+            return _REFUSE  # no Django Task's message: unparseable
         try:
-            prepared = self._prepare(summary, message, found, payload)
+            return self._prepare(consumer, message, found, payload, summary)
         except _INFRASTRUCTURE:
             raise
         except Exception as error:
             # Nothing one message holds may stop the worker: it is refused.
-            return self.refuse.malformed(message, summary, describe_error(error)[:500])
-        if not isinstance(prepared, _Attempt):
-            return prepared
-        options = TaskOptions(
-            _accept, prepared.run, prepared.max_retries, requested_retry_after_ms, prepared.failed
-        )
-        outcome = yield from self.refuse.for_task(options).steps(message, summary)
-        prepared.record(outcome)
-        return outcome
+            return consumer.malformed(message, summary, describe_error(error)[:500])
 
     def _prepare(
-        self, summary: ConsumeSummary, message: Message, found: Envelope, payload: Mapping[str, Any]
-    ) -> Outcome | _Attempt:
-        """The started attempt of the message's run, or what became of a
-        message that runs nothing now (deferred, finished, refused, its
-        task unknown)."""
-        queue, database = summary.queue, self.refuse.alias
+        self,
+        consumer: Consumer,
+        message: Message,
+        found: Envelope,
+        payload: Mapping[str, Any],
+        summary: ConsumeSummary,
+    ) -> TaskOptions | Outcome:
+        queue, database = summary.queue, consumer.alias
         run_after = _run_after(payload)
         wait = 0.0 if run_after is None else (run_after - timezone.now()).total_seconds()
         if wait > 1:
@@ -163,7 +133,7 @@ class _RunnerConsumer(MessageConsumer):
         if started is None:
             problem = results.refusal(database, found.claim, payload)
             if problem is not None:
-                return self.refuse.malformed(message, summary, problem)
+                return consumer.malformed(message, summary, problem)
             message.ack()  # finished or cancelled: nothing to run again
             summary.ok += 1
             return "ok"
@@ -171,25 +141,33 @@ class _RunnerConsumer(MessageConsumer):
             # The path is the stored run's now, written by the app's code.
             task = results.load_task(payload["taskPath"])
         except TaskNotFound as error:
-            return self._unknown_task(summary, message, found, error)
+            # Waits for a worker that has it (newer workers may), each try
+            # recorded on the run.
+            def record(error: BaseException, final: bool) -> None:
+                results.fail(database, found.claim, results.error_of(error), final=final)
+
+            hold = functools.partial(consumer.write_claim, queue, found, summary, False)
+            return wait_for_task(
+                message, found, summary, error, scale=consumer.scale, hold=hold, on_failure=record
+            )
         # The run's own retry count, else the backend's (a bad one too).
         max_retries = payload.get("maxRetries", getattr(task, "max_retries", None))
         if max_retries is None or max_retries_problem(max_retries) is not None:
-            max_retries = self.runner.max_retries
-        return _Attempt(task, found.claim, database, payload, max_retries, started)
+            max_retries = self.max_retries
+        attempt = _Attempt(task, found.claim, database, payload, started)
+        return TaskOptions(
+            _accept,
+            attempt.run,
+            max_retries,
+            requested_retry_after_ms,
+            on_failure=attempt.failed,
+            after=attempt.record,
+        )
 
-    def _unknown_task(
-        self, summary: ConsumeSummary, message: Message, found: Envelope, error: TaskNotFound
-    ) -> Outcome:
-        """A run of a task this worker cannot load: waits for a worker that
-        has it (newer workers may), each try recorded on the run."""
-        database, claim = self.refuse.alias, found.claim
 
-        def record(error: BaseException, final: bool) -> None:
-            results.fail(database, claim, results.error_of(error), final=final)
-
-        unknown = UnknownTask(error, self.refuse, on_failure=record)
-        return unknown.consume_one(message, summary)
+#: Errors of the database or the queue while dispatching a message: the
+#: worker reconnects and the message is delivered again, never refused.
+_INFRASTRUCTURE = (DatabaseError, psycopg.Error, QueueError)
 
 
 @dataclass
@@ -200,7 +178,6 @@ class _Attempt:
     result_id: str
     database: str
     payload: Mapping[str, Any]
-    max_retries: int
     started: tuple[Any, ...] = field(repr=False)
     return_value: Any = None
 
@@ -288,3 +265,7 @@ def _accept(task: Any) -> Any:
 
 def _refuse(task: Any) -> None:
     return None
+
+
+#: The options of a message that is no Django Task's: its task unparseable.
+_REFUSE = TaskOptions(_refuse, _refuse, 0)

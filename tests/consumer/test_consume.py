@@ -492,7 +492,7 @@ def test_consume_one_settles_one_message_and_returns_its_outcome() -> None:
             raise TaskError()
 
     options = TaskOptions(lambda task: None if task == "bad" else task, run, 1)
-    consumer = Consumer.create(options)
+    consumer = Consumer("refresh", default=options).consumer()
     summary = ConsumeSummary("refresh")
     delivered = [
         message(claimed("ok", task="ok")),
@@ -505,9 +505,5 @@ def test_consume_one_settles_one_message_and_returns_its_outcome() -> None:
     assert outcomes == ["ok", "retried", "failed", "malformed", "unparseable"]
     assert [one.settlement for one in delivered] == ["ack", "retry", "ack", "ack", "ack"]
     assert (summary.ok, summary.retried, summary.failed, summary.messages) == (1, 1, 1, 5)
-    assert summary.retry_delays == [15]  # 30 s at scale 0.5, read once by create()
+    assert summary.retry_delays == [15]  # 30 s at scale 0.5, read once by consumer()
     assert set(claims()) == {"ok", "retry"}
-    other = consumer.for_task(TaskOptions(lambda task: task, succeed, 0))
-    assert (other.alias, other.scale) == (consumer.alias, 0.5)
-    with pytest.raises(ValueError, match="max_retries"):
-        consumer.for_task(TaskOptions(lambda task: task, succeed, -1))
