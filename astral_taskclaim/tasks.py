@@ -13,8 +13,7 @@ In an installed app's ``tasks`` module (imported when Django starts)::
 
     refresh_project.enqueue(f"project:{project.pk}", {"id": project.pk})
 
-and ``manage.py consume_claimed refresh`` runs it, through the queue's one
-:class:`~astral_taskclaim.consumer.consume.Consumer`.
+and ``manage.py consume_claimed refresh`` runs it.
 """
 
 from __future__ import annotations
@@ -34,7 +33,12 @@ from astral_taskclaim.consumer.deferral import nameable
 from astral_taskclaim.consumer.dispatch import QueueConsumer, naming_task
 from astral_taskclaim.consumer.retry import RetryAfter, RetryAfterMs, requested_retry_after_ms
 from astral_taskclaim.consumer.summary import ConsumeSummary, TaskOptions, history_note
-from astral_taskclaim.core.validation import validate_max_retries, validate_window
+from astral_taskclaim.core.validation import (
+    validate_callable,
+    validate_max_retries,
+    validate_text,
+    validate_window,
+)
 from astral_taskclaim.queues import MessageBatch, queues
 from astral_taskclaim.queues.runs import HistoryMode, history_problem
 
@@ -67,8 +71,7 @@ class ClaimedTask(Generic[T]):
     of its runs: ``"all"``, ``"failures"`` (failed attempts and give-ups)
     or ``"none"``; ``None`` (the default) takes the queue's ``HISTORY``.
     ``default``: the task of its queue's messages that name none.
-    ``key_namespace``: claim keys as ``"<namespace>:<key>"``, so this task's
-    keys never meet another's (keys are one space for all tasks otherwise).
+    ``key_namespace``: claim keys as ``"<namespace>:<key>"``, apart from other tasks' keys.
     """
 
     def __init__(
@@ -87,12 +90,10 @@ class ClaimedTask(Generic[T]):
     ) -> None:
         if not callable(run):
             raise TypeError(f"a claimed task must decorate a function, got {run!r}")
-        if not isinstance(queue, str) or not queue:
-            raise ValueError(f"queue must be a non-empty str, got {queue!r}")
+        validate_text(queue, name="queue")
         validate_max_retries(max_retries)
-        for label, function in (("parse", parse), ("retry_after_ms", retry_after_ms)):
-            if function is not None and not callable(function):
-                raise TypeError(f"{label} must be callable, got {function!r}")
+        validate_callable(parse, name="parse", required=False)
+        validate_callable(retry_after_ms, name="retry_after_ms", required=False)
         if name is not None and not nameable(name):
             raise ValueError(f"name must be a non-empty str without NUL, got {name!r}")
         if name is None and not hasattr(run, "__qualname__"):
@@ -102,8 +103,8 @@ class ClaimedTask(Generic[T]):
         if history is not None and (problem := history_problem(history)) is not None:
             raise ValueError(f"history {problem}")
         self.history = history
-        if key_namespace is not None and (not isinstance(key_namespace, str) or not key_namespace):
-            raise ValueError(f"key_namespace must be a non-empty str, got {key_namespace!r}")
+        if key_namespace is not None:
+            validate_text(key_namespace, name="key_namespace")
         self.run = run
         self.queue = queue
         self.max_retries = max_retries

@@ -13,7 +13,7 @@ from typing import Any, Literal, NamedTuple, Protocol, Self
 
 from astral_taskclaim.core.envelope import Envelope
 from astral_taskclaim.core.logtext import printable
-from astral_taskclaim.core.validation import validate_max_retries
+from astral_taskclaim.core.validation import validate_callable, validate_max_retries
 from astral_taskclaim.queues.runs import HistoryMode, RunNote
 
 __all__ = [
@@ -285,16 +285,11 @@ class TaskOptions(NamedTuple):
 def checked_options(options: TaskOptions) -> TaskOptions:
     """``options`` if each is valid; ``ValueError`` or ``TypeError`` naming the bad one."""
     validate_max_retries(options.max_retries)
-    for name, function in (("parse", options.parse), ("run", options.run)):
-        if not callable(function):
-            raise TypeError(f"{name} must be callable, got {type(function).__name__}")
-    for name, hook in (
-        ("retry_after_ms", options.retry_after_ms),
-        ("on_failure", options.on_failure),
-        ("after", options.after),
-    ):
-        if hook is not None and not callable(hook):
-            raise TypeError(f"{name} must be callable, got {type(hook).__name__}")
+    validate_callable(options.parse, name="parse")
+    validate_callable(options.run, name="run")
+    validate_callable(options.retry_after_ms, name="retry_after_ms", required=False)
+    validate_callable(options.on_failure, name="on_failure", required=False)
+    validate_callable(options.after, name="after", required=False)
     return options
 
 

@@ -34,11 +34,13 @@ __all__ = [
     "number_range",
     "raise_misconfigured",
     "validate_alias",
+    "validate_callable",
     "validate_count",
     "validate_key",
     "validate_max_retries",
     "validate_number",
     "validate_seconds",
+    "validate_text",
     "validate_window",
 ]
 
