@@ -198,7 +198,7 @@ def test_w034_a_queue_holding_messages_no_registered_task_consumes() -> None:
         PostgresQueue("jobs").send(message_body("k", "t", 60, {"id": 1}))
         [warning] = worker_checks.check_unconsumed_queues(databases=["default"])
         assert warning.id == "astral_taskclaim.W036"
-        assert warning.msg.startswith("queue 'jobs' holds 1 messages, but no claimed task")
+        assert warning.msg.startswith("queue 'jobs' holds 1 message, but no claimed task")
         assert "tasks.py" in warning.hint
         assert worker_checks.check_unconsumed_queues() == []  # only with --database
         registry.task(queue="jobs", name="tests.jobs")(print)

@@ -142,7 +142,7 @@ def wait_for_task(
         # given up as DeliveriesExhausted, without this error).
         last = max(message.attempts - 1, 0)
         return TaskOptions(_always, refuse, last, None, on_failure, history=history)
-    wait = scaled_delay(min(max(waited, _FIRST_WAIT), _LONGEST_WAIT), scale)
+    wait = scaled_delay(round(min(max(waited, _FIRST_WAIT), _LONGEST_WAIT)), scale)
     if on_failure is not None:
         on_failure(error, False)
     hold(wait)

@@ -138,7 +138,7 @@ class ConsumeSummary:
         }
 
     def __str__(self) -> str:
-        return self.describe(f"{self.messages} messages")
+        return self.describe(f"{self.messages} message{'' if self.messages == 1 else 's'}")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ PostgreSQL (the run history, a Django Task's errors) passes through
 
 from __future__ import annotations
 
-__all__ = ["printable", "storable"]
+__all__ = ["counted", "printable", "storable"]
 
 #: Escapes for the characters most often met, as Python writes them.
 _SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -53,3 +53,8 @@ def storable(text: str) -> str:
     except UnicodeEncodeError:
         text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text
+
+
+def counted(count: int, noun: str) -> str:
+    """``"1 message"``, ``"2 messages"``: ``count`` and ``noun``, plural but for 1."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"

@@ -24,6 +24,7 @@ from django.utils.module_loading import import_string
 from astral_taskclaim.consumer.dispatch import QueueTasks
 from astral_taskclaim.core.checks import CHECK_ID, configured_queues
 from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.core.logtext import counted
 from astral_taskclaim.queues import create_queue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.queues.remote import RemoteQueue
@@ -59,8 +60,8 @@ def check_unconsumed_queues(
         if held:
             messages.append(
                 checks.Warning(
-                    f"queue {alias!r} holds {held} messages, but no claimed task of this "
-                    "project consumes it: they wait until one is registered.",
+                    f"queue {alias!r} holds {counted(held, 'message')}, but no claimed task "
+                    "of this project consumes it: messages wait until one is registered.",
                     hint="Claimed tasks are registered when their module is imported: each "
                     "installed app's tasks.py is, at start-up; import a task declared "
                     "elsewhere (say jobs.py) from there.",
@@ -169,23 +170,23 @@ def check_unknown_tasks(
         for name, count in found:
             if name is None:  # sent while the queue had one task, or by TypeScript
                 names = ", ".join(task.name for task in registry.tasks_of(alias))
-                what = f"name no task, and none of its tasks ({names}) is declared default=True"
+                what = f"naming no task, and none of its tasks ({names}) is declared default=True"
                 hint = (
                     "Declare default=True on the task these messages are for (the one "
                     "the queue carried before it gained another), or have the producer "
                     'add "taskName".'
                 )
             else:
-                what = f"name {name!r}, a task no installed module registers for it"
+                what = f"naming {name!r}, a task no installed module registers for it"
                 hint = (
                     "Deploy the code that declares it (import a task declared outside "
                     "tasks.py from there), or correct the producer that names it."
                 )
             messages.append(
                 checks.Warning(
-                    f"queue {alias!r} holds {count} messages that {what}: they wait for a "
-                    "worker that has it, then are given up an hour after a worker first "
-                    "found it unknown.",
+                    f"queue {alias!r} holds {counted(count, 'message')} {what}: such "
+                    "messages wait for a worker that has it, then are given up an hour after "
+                    "a worker first found it unknown.",
                     hint=hint,
                     obj=alias,
                     id=CHECK_ID.format("W037"),

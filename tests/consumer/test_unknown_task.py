@@ -223,7 +223,7 @@ def test_check_and_status_name_queued_tasks_no_installed_module_registers(
         [warning] = check_unknown_tasks(databases=["default"])
         assert warning.id == "astral_taskclaim.W037"
         assert warning.msg.startswith(
-            "queue 'shared' holds 2 messages that name 'app.send_sms', a task no installed "
+            "queue 'shared' holds 2 messages naming 'app.send_sms', a task no installed "
             "module registers for it"
         )
         assert check_unknown_tasks() == []  # only with --database
@@ -234,7 +234,7 @@ def test_check_and_status_name_queued_tasks_no_installed_module_registers(
         out = StringIO()
         call_command("taskclaim_status", stdout=out)
         assert (
-            "queue shared: 2 messages name task 'app.send_sms', which no installed module "
+            "queue shared: 2 messages naming task 'app.send_sms', which no installed module "
             "registers: waiting for a worker that has it"
         ) in out.getvalue()
     finally:
@@ -254,7 +254,7 @@ def test_check_asks_for_a_default_for_messages_naming_no_task(shared: PostgresQu
         shared.send(typescript)
         [warning] = check_unknown_tasks(databases=["default"])
         assert warning.msg.startswith(
-            "queue 'shared' holds 1 messages that name no task, and none of its tasks "
+            "queue 'shared' holds 1 message naming no task, and none of its tasks "
             "(app.refresh, app.report) is declared default=True:"
         )
         assert str(warning.hint).startswith("Declare default=True on the task these messages")

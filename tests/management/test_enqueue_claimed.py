@@ -78,7 +78,7 @@ DEEP = "[" * 12_000 + "]" * 12_000
         (["nope", "k", "--task", "{}", "--window", "1"], "unknown queue 'nope'; .*jobs"),
         (["jobs", "k", "--task", "{nope", "--window", "1"], "--task is not valid JSON"),
         (["jobs", "k", "--task", "{}", "--window", "nan"], "argument --window: must be finite"),
-        (["jobs", "k", "--task", "{}", "--window", "-1"], "argument --window: must be from 0"),
+        (["jobs", "k", "--task", "{}", "--window", "-1"], "argument --window: must be more than 0"),
         (["jobs", "k", "--task", "{}", "--window", "1e999"], "argument --window: must be finite"),
         (["jobs", "k", "--task", "{}", "--window", "0"], "argument --window: must be more than 0"),
         (
@@ -194,7 +194,7 @@ def test_file_lines_go_in_one_statement_per_run_of_one_window(
         ('{"key": "k"}', "line 2: missing task"),
         ('{"key": "k", "task": 1, "when": 2}', "line 2: unknown field"),
         ('{"key": 5, "task": 1}', "line 2: key must be a str"),
-        ('{"key": "k", "task": 1, "window": -5}', "line 2: window must be from 0"),
+        ('{"key": "k", "task": 1, "window": -5}', "line 2: window must be more than 0"),
         ('{"key": "k", "task": 1, "window": 0}', "line 2: window must be more than 0"),
         (
             json.dumps({"key": "k", "task": DEEP}).replace(f'"{DEEP}"', DEEP),

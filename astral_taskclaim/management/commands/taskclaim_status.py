@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from astral_taskclaim.claims.status import collect
-from astral_taskclaim.core.logtext import printable
+from astral_taskclaim.core.logtext import counted, printable
 from astral_taskclaim.management.base import AppCommand
 from astral_taskclaim.schedules.overview import overview
 from astral_taskclaim.worker.checks import unknown_task_counts
@@ -69,8 +69,9 @@ class Command(AppCommand):
                 task = "no task" if entry["task"] is None else f"task {entry['task']!r}"
                 self.stdout.write(
                     printable(
-                        f"queue {name}: {entry['messages']} messages name {task}, which no "
-                        "installed module registers: waiting for a worker that has it"
+                        f"queue {name}: {counted(entry['messages'], 'message')} naming "
+                        f"{task}, which no installed module registers: waiting for a worker "
+                        "that has it"
                     )
                 )
         self._failures(found["recent_failures"])
