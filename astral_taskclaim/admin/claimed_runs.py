@@ -16,12 +16,16 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.html import format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from astral_taskclaim.admin.queries import LargeTableAdmin, id_or_key, preformatted
+from astral_taskclaim.admin.queries import (
+    LargeTableAdmin,
+    error_history,
+    id_or_key,
+    preformatted,
+)
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.models import Claim, ClaimedRun
 from astral_taskclaim.tasks import ClaimedTask, registry
@@ -149,25 +153,7 @@ class ClaimedRunAdmin(LargeTableAdmin[ClaimedRun]):
 
     @admin.display(description=_("errors"))
     def error_history(self, obj: ClaimedRun) -> SafeString | str:
-        """Each failed attempt: its number, time, exception and traceback."""
-        errors = obj.error_entries
-        if not errors:
-            return "-"
-        return format_html_join(
-            "",
-            "<p><strong>{} {}</strong> {} {}</p>{}{}",
-            (
-                (
-                    _("attempt"),
-                    error.get("attempt", "?"),
-                    error.get("at", ""),
-                    error.get("exception_class_path") or "",
-                    preformatted(str(error.get("message", "")), "taskclaim-message"),
-                    preformatted(str(error.get("traceback", "")), "taskclaim-traceback"),
-                )
-                for error in errors
-            ),
-        )
+        return error_history(obj.error_entries, with_message=True)
 
     @admin.action(description=_("Enqueue selected failed runs again"), permissions=("retry",))
     def retry_runs(self, request: HttpRequest, queryset: QuerySet[ClaimedRun]) -> None:

@@ -32,7 +32,7 @@ from django.core.paginator import Paginator
 from django.db import transaction
 from django.db.models import Model, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 
@@ -61,6 +61,7 @@ __all__ = [
     "LargeTableAdmin",
     "ModelAdminOf",
     "delete_selected",
+    "error_history",
     "estimated_count",
     "id_or_key",
     "key_search",
@@ -204,6 +205,27 @@ def preformatted(text: str, css_class: str) -> SafeString:
         gettext("Cut after %(shown)d of %(length)d characters.")
         % {"shown": _SHOWN_CHARS, "length": len(text)},
     )
+
+
+def error_history(errors: list[dict[str, Any]], *, with_message: bool) -> SafeString | str:
+    """Each failed attempt: its number, time, exception class, message (if
+    ``with_message``) and traceback."""
+    if not errors:
+        return "-"
+    rows = []
+    for error in errors:
+        message = str(error.get("message", ""))
+        rows.append(
+            (
+                gettext("attempt"),
+                error.get("attempt", "?"),
+                error.get("at", ""),
+                error.get("exception_class_path") or "",
+                preformatted(message, "taskclaim-message") if with_message else "",
+                preformatted(str(error.get("traceback", "")), "taskclaim-traceback"),
+            )
+        )
+    return format_html_join("", "<p><strong>{} {}</strong> {} {}</p>{}{}", rows)
 
 
 class _EstimatedCountPaginator(_PaginatorBase):

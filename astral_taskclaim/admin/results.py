@@ -14,12 +14,12 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from astral_taskclaim.admin.queries import ModelAdminOf, id_or_key, preformatted
+from astral_taskclaim.admin.queries import ModelAdminOf, error_history, id_or_key
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.envelope import encode_json
 from astral_taskclaim.db.statements import Connector
@@ -105,25 +105,7 @@ class TaskResultAdmin(ModelAdminOf[StoredTaskResult]):
 
     @admin.display(description=_("errors"))
     def error_history(self, obj: StoredTaskResult) -> SafeString | str:
-        """Each failed attempt: its number, time, exception class and
-        traceback (cut as message bodies are)."""
-        errors = obj.error_entries
-        if not errors:
-            return "-"
-        return format_html_join(
-            "",
-            "<p><strong>{} {}</strong> {} {}</p>{}",
-            (
-                (
-                    _("attempt"),
-                    error.get("attempt", "?"),
-                    error.get("at", ""),
-                    error.get("exception_class_path", ""),
-                    preformatted(str(error.get("traceback", "")), "taskclaim-traceback"),
-                )
-                for error in errors
-            ),
-        )
+        return error_history(obj.error_entries, with_message=False)
 
     @admin.action(description=_("Retry selected failed runs"), permissions=("retry",))
     def retry_runs(self, request: HttpRequest, queryset: QuerySet[StoredTaskResult]) -> None:
