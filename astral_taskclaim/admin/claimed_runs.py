@@ -128,9 +128,6 @@ class ClaimedRunAdmin(LargeTableAdmin[ClaimedRun]):
         found = id_or_key(queryset, search_term)
         return (queryset, False) if found is None else (found, False)
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 

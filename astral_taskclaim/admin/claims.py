@@ -83,10 +83,6 @@ class ClaimAdmin(LargeTableAdmin[Claim]):
             raise Http404(_("No claim has this key."))
         return super().get_object(request, object_id, from_field)
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        # Claims are written by claim_task and the consumers, never by hand.
-        return False
-
     def has_change_permission(self, request: HttpRequest, obj: Claim | None = None) -> bool:
         return False
 

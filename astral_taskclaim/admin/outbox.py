@@ -80,13 +80,6 @@ class OutboxRowAdmin(LargeTableAdmin[OutboxRow]):
     def get_queryset(self, request: HttpRequest) -> QuerySet[OutboxRow]:
         return with_safe_times(super().get_queryset(request), *_TIMES)
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: OutboxRow | None = None) -> bool:
-        # A row's page is read-only: the relay owns its state.
-        return obj is None and super().has_change_permission(request)
-
     def has_retry_permission(self, request: HttpRequest) -> bool:
         """Whether the user may make rows due again."""
         return super().has_change_permission(request)

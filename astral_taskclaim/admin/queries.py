@@ -1,18 +1,9 @@
-"""Queries behind the admin that stay fast on tables of millions of rows.
+"""Queries and bases of the admin that stay fast on tables of millions of rows.
 
-* :func:`key_search` turns a search term into a predicate that the primary
-  key's btree answers: a key prefix is one index range when keys sort by
-  code point, which is what ``LIKE 'prefix%'`` cannot use under a
-  ``C.UTF-8`` database collation.
-* :func:`estimated_count` counts exactly up to a bound and otherwise takes
-  the planner's row estimate, so no page view runs a full ``COUNT(*)``.
-* :func:`relative_time` words a distance in time ("in 4 min", "3 h ago").
-* :func:`preformatted` shows a long text (a body, a traceback) cut to
-  :data:`_SHOWN_CHARS`.
-* :class:`ModelAdminOf` is the generic base of the app's model admins, on
-  the claims database, with an action's button on a row's detail page;
-  :class:`LargeTableAdmin` that of those over large tables, and
-  :func:`delete_selected` how their actions delete rows.
+:func:`key_search` makes a key prefix one primary-key range where keys sort
+by code point; :func:`estimated_count` never runs a full ``COUNT(*)``;
+:class:`ModelAdminOf` and :class:`LargeTableAdmin` are the app's admins'
+bases.
 """
 
 from __future__ import annotations
@@ -272,6 +263,14 @@ class ModelAdminOf(_AdminOf[_M]):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[_M]:
         return super().get_queryset(request).using(app_settings.DATABASE)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # the app's own code writes these rows
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # A row's page is read-only (saving it would write back stale state);
+        # on the list the permission guards the actions.
+        return obj is None and super().has_change_permission(request)
 
     def change_view(
         self,

@@ -72,13 +72,6 @@ class TaskResultAdmin(ModelAdminOf[StoredTaskResult]):
         found = id_or_key(queryset, search_term)
         return (queryset, False) if found is None else (found, False)
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # Pages are read-only; the permission only guards the cancel action.
-        return obj is None and super().has_change_permission(request)
-
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
