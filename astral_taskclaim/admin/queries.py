@@ -23,7 +23,7 @@ from django.core.paginator import Paginator
 from django.db import transaction
 from django.db.models import Model, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 
@@ -52,7 +52,6 @@ __all__ = [
     "LargeTableAdmin",
     "ModelAdminOf",
     "delete_selected",
-    "error_history",
     "estimated_count",
     "id_or_key",
     "key_search",
@@ -75,10 +74,8 @@ _CODE_POINT_LOCALES = frozenset({"c", "posix", "c.utf8", "c.utf-8"})
 
 
 def _prefix_upper_bound(prefix: str) -> str | None:
-    """The least string above every string that starts with ``prefix``, in
-    code point order; ``None`` when there is none (``prefix`` is empty or
-    all U+10FFFF). Every key ``k`` then satisfies: ``k`` starts with
-    ``prefix`` exactly when ``prefix <= k < bound``."""
+    """The least string above every string starting with ``prefix``, in
+    code point order; ``None`` when there is none (empty or all U+10FFFF)."""
     chars = list(prefix)
     while chars:
         following = ord(chars.pop()) + 1
@@ -198,31 +195,9 @@ def preformatted(text: str, css_class: str) -> SafeString:
     )
 
 
-def error_history(errors: list[dict[str, Any]], *, with_message: bool) -> SafeString | str:
-    """Each failed attempt: its number, time, exception class, message (if
-    ``with_message``) and traceback."""
-    if not errors:
-        return "-"
-    rows = []
-    for error in errors:
-        message = str(error.get("message", ""))
-        rows.append(
-            (
-                gettext("attempt"),
-                error.get("attempt", "?"),
-                error.get("at", ""),
-                error.get("exception_class_path") or "",
-                preformatted(message, "taskclaim-message") if with_message else "",
-                preformatted(str(error.get("traceback", "")), "taskclaim-traceback"),
-            )
-        )
-    return format_html_join("", "<p><strong>{} {}</strong> {} {}</p>{}{}", rows)
-
-
 class _EstimatedCountPaginator(_PaginatorBase):
-    """A paginator whose count is exact up to :data:`EXACT_COUNT_LIMIT` rows
-    and the planner's estimate beyond, so a page never counts a huge table.
-    ``is_estimate`` tells templates to say "about"."""
+    """A paginator counting exactly up to :data:`EXACT_COUNT_LIMIT` rows and
+    estimating beyond; ``is_estimate`` has templates say "about"."""
 
     exact_up_to = EXACT_COUNT_LIMIT
 
@@ -248,16 +223,11 @@ class _EstimatedCountPaginator(_PaginatorBase):
 
 
 class ModelAdminOf(_AdminOf[_M]):
-    """The base of each of the app's model admins, ``ModelAdminOf[SomeModel]``
-    (generic to the type checker only): its rows are read from the claims
-    database (``TASKCLAIM_DATABASE``), whatever the routers say.
-
-    ``detail_action`` (an action's name and a button's label) puts that
-    action on each row's detail page too: a button the page's template
-    shows (``detail_action`` in its context, for a user the action's
-    permissions allow), which POSTs ``_detail_action`` to the page itself;
-    the action runs on that row, and the page is shown again with its
-    messages."""
+    """The base of the app's model admins, ``ModelAdminOf[SomeModel]``
+    (generic to the type checker only), reading from ``TASKCLAIM_DATABASE``
+    whatever the routers say. ``detail_action`` (an action's name, a
+    button's label) puts that action on each row's page as a button that
+    POSTs ``_detail_action`` and runs it on that row."""
 
     detail_action: ClassVar[tuple[str, StrOrPromise] | None] = None
 
@@ -305,11 +275,9 @@ class ModelAdminOf(_AdminOf[_M]):
 
 
 class LargeTableAdmin(ModelAdminOf[_M]):
-    """The base of a model admin of a table of millions of rows: estimated
-    counts, no full count and no facets (each would count the table), 100
-    rows a page, "show all" up to 500, and no "delete selected", whose
-    confirmation page lists every selected row (an admin that deletes has
-    an action of its own, through :func:`delete_selected`)."""
+    """The base of an admin of a table of millions of rows: estimated
+    counts, no facets, 100 rows a page, and no "delete selected" (whose
+    confirmation lists every row; see :func:`delete_selected`)."""
 
     list_per_page = 100
     list_max_show_all = 500
@@ -330,10 +298,9 @@ class LargeTableAdmin(ModelAdminOf[_M]):
 
 
 def delete_selected(queryset: QuerySet[Any]) -> int:
-    """Deletes the rows of ``queryset``, an admin action's selection, in one
-    transaction on its database, and returns how many were deleted: by
-    primary key, so nothing the changelist added to the queryset (times read
-    safely, a search, an ordering) reaches the ``DELETE``."""
+    """Deletes an action's selection in one transaction and returns how
+    many: by primary key, so the changelist's annotations never reach the
+    ``DELETE``."""
     database = queryset.db
     with transaction.atomic(using=database):
         deleted: int = (
