@@ -9,6 +9,7 @@ per message with ``ack()`` / ``retry()``; the worker then calls
 
 from __future__ import annotations
 
+import functools
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -32,6 +33,7 @@ __all__ = [
     "TextWriter",
     "encoding_writer",
     "json_writer",
+    "writer_of",
 ]
 
 logger = logging.getLogger(__name__)
@@ -330,3 +332,10 @@ def encoding_writer(queue: BaseQueue, window_seconds: float) -> TextWriter:
         return queue.encode(message_body(key, token, window_seconds, task)).decode("utf-8")
 
     return encode
+
+
+def writer_of(queue: BaseQueue) -> Callable[[float], TextWriter]:
+    """The ``writer`` of ``queue``'s :class:`ClaimedInsert`: :func:`json_writer`
+    for the stock :meth:`~BaseQueue.encode`, else :func:`encoding_writer`."""
+    write = json_writer if type(queue).encode is BaseQueue.encode else encoding_writer
+    return functools.partial(write, queue)
