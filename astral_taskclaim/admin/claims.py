@@ -127,16 +127,8 @@ class ClaimAdmin(LargeTableAdmin[Claim]):
     @admin.action(description=_("Release selected claims"), permissions=("delete",))
     def release_claims(self, request: HttpRequest, queryset: QuerySet[Claim]) -> None:
         """Frees the selected keys now: each can be claimed again at once."""
-        released = delete_selected(queryset)
-        logger.info(
-            "admin released %d claims",
-            released,
-            extra={
-                "event": "taskclaim.admin_claims_released",
-                "count": released,
-                "user_id": request.user.pk,
-            },
-        )
+        event, log = "taskclaim.admin_claims_released", "admin released %d claims"
+        released = delete_selected(queryset, request, event=event, log=log)
         self.message_user(
             request,
             ngettext("Released %(count)d claim.", "Released %(count)d claims.", released)

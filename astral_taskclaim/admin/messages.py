@@ -293,16 +293,8 @@ class QueueMessageAdmin(LargeTableAdmin[QueueMessage]):
             return TemplateResponse(
                 request, "admin/astral_taskclaim/queuemessage/delete_confirmation.html", context
             )
-        deleted = delete_selected(queryset)
-        logger.info(
-            "admin deleted %d queue messages",
-            deleted,
-            extra={
-                "event": "taskclaim.admin_messages_deleted",
-                "count": deleted,
-                "user_id": request.user.pk,
-            },
-        )
+        event, log = "taskclaim.admin_messages_deleted", "admin deleted %d queue messages"
+        deleted = delete_selected(queryset, request, event=event, log=log)
         self.message_user(
             request,
             ngettext("Deleted %(count)d message.", "Deleted %(count)d messages.", deleted)

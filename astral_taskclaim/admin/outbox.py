@@ -133,11 +133,7 @@ class OutboxRowAdmin(LargeTableAdmin[OutboxRow]):
     @admin.action(description=_("Delete selected rows"), permissions=("delete",))
     def delete_rows(self, request: HttpRequest, queryset: QuerySet[OutboxRow]) -> None:
         """Deletes the selected rows: their messages will never be sent."""
-        deleted = delete_selected(queryset)
-        logger.info(
-            "admin deleted %d outbox rows",
-            deleted,
-            extra={"event": "taskclaim.admin_outbox_deleted", "count": deleted},
-        )
+        event, log = "taskclaim.admin_outbox_deleted", "admin deleted %d outbox rows"
+        deleted = delete_selected(queryset, request, event=event, log=log)
         text = ngettext("Deleted %(count)d row.", "Deleted %(count)d rows.", deleted)
         self.message_user(request, text % {"count": deleted}, messages.SUCCESS)

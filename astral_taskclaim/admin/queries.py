@@ -297,10 +297,10 @@ class LargeTableAdmin(ModelAdminOf[_M]):
         return actions
 
 
-def delete_selected(queryset: QuerySet[Any]) -> int:
-    """Deletes an action's selection in one transaction and returns how
-    many: by primary key, so the changelist's annotations never reach the
-    ``DELETE``."""
+def delete_selected(queryset: QuerySet[Any], request: HttpRequest, *, event: str, log: str) -> int:
+    """Deletes an action's selection in one transaction, logs ``log``
+    (``%d``: how many) as ``event``, and returns how many: by primary key,
+    so the changelist's annotations never reach the ``DELETE``."""
     database = queryset.db
     with transaction.atomic(using=database):
         deleted: int = (
@@ -308,6 +308,8 @@ def delete_selected(queryset: QuerySet[Any]) -> int:
             .filter(pk__in=queryset.values("pk"))
             .delete()[0]
         )
+    extra = {"event": event, "count": deleted, "user_id": request.user.pk}
+    logger.info(log, deleted, extra=extra)
     return deleted
 
 
