@@ -16,12 +16,12 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.html import format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from astral_taskclaim.admin.queries import LargeTableAdmin, id_or_key, preformatted
+from astral_taskclaim.admin.queries import LargeTableAdmin, preformatted
+from astral_taskclaim.admin.results import RunHistoryAdmin
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.models import Claim, ClaimedRun
 from astral_taskclaim.tasks import ClaimedTask, registry
@@ -82,7 +82,7 @@ class _QueueFilter(_TaskFilter):
         return queryset if value is None else queryset.filter(queue=value)
 
 
-class ClaimedRunAdmin(LargeTableAdmin[ClaimedRun]):
+class ClaimedRunAdmin(RunHistoryAdmin[ClaimedRun], LargeTableAdmin[ClaimedRun]):
     """Read-only claimed-task run history with a retry action."""
 
     list_display = (
@@ -115,28 +115,10 @@ class ClaimedRunAdmin(LargeTableAdmin[ClaimedRun]):
     readonly_fields = fields
     actions = ("retry_runs",)
     detail_action = ("retry_runs", _("Enqueue again"))
-    change_form_template = "admin/astral_taskclaim/run_change_form.html"
-
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet[ClaimedRun], search_term: str
-    ) -> tuple[QuerySet[ClaimedRun], bool]:
-        """A run id (a UUID) or an exact key."""
-        found = id_or_key(queryset, search_term)
-        return (queryset, False) if found is None else (found, False)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
+    error_messages = True
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_retry_permission(self, request: HttpRequest) -> bool:
-        """Retrying enqueues a new run: the model's add permission."""
-        opts = self.opts
-        return request.user.has_perm(f"{opts.app_label}.add_{opts.model_name}")
 
     @admin.display(description=_("worker ids"))
     def worker_list(self, obj: ClaimedRun) -> str:
@@ -146,28 +128,6 @@ class ClaimedRunAdmin(LargeTableAdmin[ClaimedRun]):
     @admin.display(description=_("task payload"))
     def task_payload(self, obj: ClaimedRun) -> SafeString | str:
         return "-" if obj.payload is None else preformatted(obj.payload, "taskclaim-json")
-
-    @admin.display(description=_("errors"))
-    def error_history(self, obj: ClaimedRun) -> SafeString | str:
-        """Each failed attempt: its number, time, exception and traceback."""
-        errors = obj.error_entries
-        if not errors:
-            return "-"
-        return format_html_join(
-            "",
-            "<p><strong>{} {}</strong> {} {}</p>{}{}",
-            (
-                (
-                    _("attempt"),
-                    error.get("attempt", "?"),
-                    error.get("at", ""),
-                    error.get("exception_class_path") or "",
-                    preformatted(str(error.get("message", "")), "taskclaim-message"),
-                    preformatted(str(error.get("traceback", "")), "taskclaim-traceback"),
-                )
-                for error in errors
-            ),
-        )
 
     @admin.action(description=_("Enqueue selected failed runs again"), permissions=("retry",))
     def retry_runs(self, request: HttpRequest, queryset: QuerySet[ClaimedRun]) -> None:

@@ -83,10 +83,6 @@ class ClaimAdmin(LargeTableAdmin[Claim]):
             raise Http404(_("No claim has this key."))
         return super().get_object(request, object_id, from_field)
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        # Claims are written by claim_task and the consumers, never by hand.
-        return False
-
     def has_change_permission(self, request: HttpRequest, obj: Claim | None = None) -> bool:
         return False
 
@@ -131,16 +127,8 @@ class ClaimAdmin(LargeTableAdmin[Claim]):
     @admin.action(description=_("Release selected claims"), permissions=("delete",))
     def release_claims(self, request: HttpRequest, queryset: QuerySet[Claim]) -> None:
         """Frees the selected keys now: each can be claimed again at once."""
-        released = delete_selected(queryset)
-        logger.info(
-            "admin released %d claims",
-            released,
-            extra={
-                "event": "taskclaim.admin_claims_released",
-                "count": released,
-                "user_id": request.user.pk,
-            },
-        )
+        event, log = "taskclaim.admin_claims_released", "admin released %d claims"
+        released = delete_selected(queryset, request, event=event, log=log)
         self.message_user(
             request,
             ngettext("Released %(count)d claim.", "Released %(count)d claims.", released)

@@ -163,14 +163,6 @@ class QueueMessageAdmin(LargeTableAdmin[QueueMessage]):
         # and "due in 2 min" follow the database clock).
         return with_safe_times(super().get_queryset(request), *_TIMES)
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: QueueMessage | None = None) -> bool:
-        # A message page is read-only whatever the user may do: saving it
-        # would write back a stale lease and visibility.
-        return obj is None and super().has_change_permission(request)
-
     def has_run_permission(self, request: HttpRequest) -> bool:
         """Whether the user may make messages visible now."""
         return super().has_change_permission(request)
@@ -301,16 +293,8 @@ class QueueMessageAdmin(LargeTableAdmin[QueueMessage]):
             return TemplateResponse(
                 request, "admin/astral_taskclaim/queuemessage/delete_confirmation.html", context
             )
-        deleted = delete_selected(queryset)
-        logger.info(
-            "admin deleted %d queue messages",
-            deleted,
-            extra={
-                "event": "taskclaim.admin_messages_deleted",
-                "count": deleted,
-                "user_id": request.user.pk,
-            },
-        )
+        event, log = "taskclaim.admin_messages_deleted", "admin deleted %d queue messages"
+        deleted = delete_selected(queryset, request, event=event, log=log)
         self.message_user(
             request,
             ngettext("Deleted %(count)d message.", "Deleted %(count)d messages.", deleted)

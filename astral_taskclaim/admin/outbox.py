@@ -80,13 +80,6 @@ class OutboxRowAdmin(LargeTableAdmin[OutboxRow]):
     def get_queryset(self, request: HttpRequest) -> QuerySet[OutboxRow]:
         return with_safe_times(super().get_queryset(request), *_TIMES)
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: OutboxRow | None = None) -> bool:
-        # A row's page is read-only: the relay owns its state.
-        return obj is None and super().has_change_permission(request)
-
     def has_retry_permission(self, request: HttpRequest) -> bool:
         """Whether the user may make rows due again."""
         return super().has_change_permission(request)
@@ -140,11 +133,7 @@ class OutboxRowAdmin(LargeTableAdmin[OutboxRow]):
     @admin.action(description=_("Delete selected rows"), permissions=("delete",))
     def delete_rows(self, request: HttpRequest, queryset: QuerySet[OutboxRow]) -> None:
         """Deletes the selected rows: their messages will never be sent."""
-        deleted = delete_selected(queryset)
-        logger.info(
-            "admin deleted %d outbox rows",
-            deleted,
-            extra={"event": "taskclaim.admin_outbox_deleted", "count": deleted},
-        )
+        event, log = "taskclaim.admin_outbox_deleted", "admin deleted %d outbox rows"
+        deleted = delete_selected(queryset, request, event=event, log=log)
         text = ngettext("Deleted %(count)d row.", "Deleted %(count)d rows.", deleted)
         self.message_user(request, text % {"count": deleted}, messages.SUCCESS)

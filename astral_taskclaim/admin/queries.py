@@ -1,18 +1,9 @@
-"""Queries behind the admin that stay fast on tables of millions of rows.
+"""Queries and bases of the admin that stay fast on tables of millions of rows.
 
-* :func:`key_search` turns a search term into a predicate that the primary
-  key's btree answers: a key prefix is one index range when keys sort by
-  code point, which is what ``LIKE 'prefix%'`` cannot use under a
-  ``C.UTF-8`` database collation.
-* :func:`estimated_count` counts exactly up to a bound and otherwise takes
-  the planner's row estimate, so no page view runs a full ``COUNT(*)``.
-* :func:`relative_time` words a distance in time ("in 4 min", "3 h ago").
-* :func:`preformatted` shows a long text (a body, a traceback) cut to
-  :data:`_SHOWN_CHARS`.
-* :class:`ModelAdminOf` is the generic base of the app's model admins, on
-  the claims database, with an action's button on a row's detail page;
-  :class:`LargeTableAdmin` that of those over large tables, and
-  :func:`delete_selected` how their actions delete rows.
+:func:`key_search` makes a key prefix one primary-key range where keys sort
+by code point; :func:`estimated_count` never runs a full ``COUNT(*)``;
+:class:`ModelAdminOf` and :class:`LargeTableAdmin` are the app's admins'
+bases.
 """
 
 from __future__ import annotations
@@ -83,10 +74,8 @@ _CODE_POINT_LOCALES = frozenset({"c", "posix", "c.utf8", "c.utf-8"})
 
 
 def _prefix_upper_bound(prefix: str) -> str | None:
-    """The least string above every string that starts with ``prefix``, in
-    code point order; ``None`` when there is none (``prefix`` is empty or
-    all U+10FFFF). Every key ``k`` then satisfies: ``k`` starts with
-    ``prefix`` exactly when ``prefix <= k < bound``."""
+    """The least string above every string starting with ``prefix``, in
+    code point order; ``None`` when there is none (empty or all U+10FFFF)."""
     chars = list(prefix)
     while chars:
         following = ord(chars.pop()) + 1
@@ -207,9 +196,8 @@ def preformatted(text: str, css_class: str) -> SafeString:
 
 
 class _EstimatedCountPaginator(_PaginatorBase):
-    """A paginator whose count is exact up to :data:`EXACT_COUNT_LIMIT` rows
-    and the planner's estimate beyond, so a page never counts a huge table.
-    ``is_estimate`` tells templates to say "about"."""
+    """A paginator counting exactly up to :data:`EXACT_COUNT_LIMIT` rows and
+    estimating beyond; ``is_estimate`` has templates say "about"."""
 
     exact_up_to = EXACT_COUNT_LIMIT
 
@@ -235,21 +223,24 @@ class _EstimatedCountPaginator(_PaginatorBase):
 
 
 class ModelAdminOf(_AdminOf[_M]):
-    """The base of each of the app's model admins, ``ModelAdminOf[SomeModel]``
-    (generic to the type checker only): its rows are read from the claims
-    database (``TASKCLAIM_DATABASE``), whatever the routers say.
-
-    ``detail_action`` (an action's name and a button's label) puts that
-    action on each row's detail page too: a button the page's template
-    shows (``detail_action`` in its context, for a user the action's
-    permissions allow), which POSTs ``_detail_action`` to the page itself;
-    the action runs on that row, and the page is shown again with its
-    messages."""
+    """The base of the app's model admins, ``ModelAdminOf[SomeModel]``
+    (generic to the type checker only), reading from ``TASKCLAIM_DATABASE``
+    whatever the routers say. ``detail_action`` (an action's name, a
+    button's label) puts that action on each row's page as a button that
+    POSTs ``_detail_action`` and runs it on that row."""
 
     detail_action: ClassVar[tuple[str, StrOrPromise] | None] = None
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[_M]:
         return super().get_queryset(request).using(app_settings.DATABASE)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # the app's own code writes these rows
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # A row's page is read-only (saving it would write back stale state);
+        # on the list the permission guards the actions.
+        return obj is None and super().has_change_permission(request)
 
     def change_view(
         self,
@@ -284,11 +275,9 @@ class ModelAdminOf(_AdminOf[_M]):
 
 
 class LargeTableAdmin(ModelAdminOf[_M]):
-    """The base of a model admin of a table of millions of rows: estimated
-    counts, no full count and no facets (each would count the table), 100
-    rows a page, "show all" up to 500, and no "delete selected", whose
-    confirmation page lists every selected row (an admin that deletes has
-    an action of its own, through :func:`delete_selected`)."""
+    """The base of an admin of a table of millions of rows: estimated
+    counts, no facets, 100 rows a page, and no "delete selected" (whose
+    confirmation lists every row; see :func:`delete_selected`)."""
 
     list_per_page = 100
     list_max_show_all = 500
@@ -308,11 +297,10 @@ class LargeTableAdmin(ModelAdminOf[_M]):
         return actions
 
 
-def delete_selected(queryset: QuerySet[Any]) -> int:
-    """Deletes the rows of ``queryset``, an admin action's selection, in one
-    transaction on its database, and returns how many were deleted: by
-    primary key, so nothing the changelist added to the queryset (times read
-    safely, a search, an ordering) reaches the ``DELETE``."""
+def delete_selected(queryset: QuerySet[Any], request: HttpRequest, *, event: str, log: str) -> int:
+    """Deletes an action's selection in one transaction, logs ``log``
+    (``%d``: how many) as ``event``, and returns how many: by primary key,
+    so the changelist's annotations never reach the ``DELETE``."""
     database = queryset.db
     with transaction.atomic(using=database):
         deleted: int = (
@@ -320,6 +308,8 @@ def delete_selected(queryset: QuerySet[Any]) -> int:
             .filter(pk__in=queryset.values("pk"))
             .delete()[0]
         )
+    extra = {"event": event, "count": deleted, "user_id": request.user.pk}
+    logger.info(log, deleted, extra=extra)
     return deleted
 
 

@@ -9,10 +9,10 @@ run), cancelling ``change_storedtaskresult``.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -26,12 +26,58 @@ from astral_taskclaim.db.statements import Connector
 from astral_taskclaim.models import Claim
 from astral_taskclaim.tasks_backend.models import RunCancelled, StoredTaskResult
 
-__all__ = ["TaskResultAdmin"]
+__all__ = ["RunHistoryAdmin", "TaskResultAdmin"]
+
+_M = TypeVar("_M", bound=Model)
 
 _CANCELLED = f"{RunCancelled.__module__}.{RunCancelled.__qualname__}"
 
 
-class TaskResultAdmin(ModelAdminOf[StoredTaskResult]):
+class RunHistoryAdmin(ModelAdminOf[_M]):
+    """The base of the run histories' admins: read-only rows found by id or
+    exact key, whose retry action (the model's add permission) enqueues a
+    new run, and each failed attempt's error shown."""
+
+    change_form_template = "admin/astral_taskclaim/run_change_form.html"
+    #: Whether the errors hold a message of their own besides the traceback.
+    error_messages: ClassVar[bool] = False
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[_M], search_term: str
+    ) -> tuple[QuerySet[_M], bool]:
+        found = id_or_key(queryset, search_term)
+        return (queryset, False) if found is None else (found, False)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_retry_permission(self, request: HttpRequest) -> bool:
+        opts = self.opts
+        return request.user.has_perm(f"{opts.app_label}.add_{opts.model_name}")
+
+    @admin.display(description=_("errors"))
+    def error_history(self, obj: Any) -> SafeString | str:
+        """Each failed attempt: number, time, exception, message, traceback."""
+        errors = obj.error_entries
+        if not errors:
+            return "-"
+        rows = [
+            (
+                _("attempt"),
+                error.get("attempt", "?"),
+                error.get("at", ""),
+                error.get("exception_class_path") or "",
+                preformatted(str(error.get("message", "")), "taskclaim-message")
+                if self.error_messages
+                else "",
+                preformatted(str(error.get("traceback", "")), "taskclaim-traceback"),
+            )
+            for error in errors
+        ]
+        return format_html_join("", "<p><strong>{} {}</strong> {} {}</p>{}{}", rows)
+
+
+class TaskResultAdmin(RunHistoryAdmin[StoredTaskResult]):
     """Read-only run history with retry and cancel actions."""
 
     list_display = ("id", "task_path", "status", "attempts", "queue", "enqueued_at", "finished_at")
@@ -63,29 +109,6 @@ class TaskResultAdmin(ModelAdminOf[StoredTaskResult]):
     readonly_fields = fields
     actions = ("retry_runs", "cancel_runs")
     detail_action = ("retry_runs", _("Retry"))
-    change_form_template = "admin/astral_taskclaim/run_change_form.html"
-
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet[StoredTaskResult], search_term: str
-    ) -> tuple[QuerySet[StoredTaskResult], bool]:
-        """An id (a UUID) or an exact coalescing key."""
-        found = id_or_key(queryset, search_term)
-        return (queryset, False) if found is None else (found, False)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # Pages are read-only; the permission only guards the cancel action.
-        return obj is None and super().has_change_permission(request)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_retry_permission(self, request: HttpRequest) -> bool:
-        """Retrying enqueues a new run: the model's add permission."""
-        opts = self.opts
-        return request.user.has_perm(f"{opts.app_label}.add_{opts.model_name}")
 
     def has_cancel_permission(self, request: HttpRequest) -> bool:
         """Cancelling marks runs failed: the model's change permission."""
@@ -102,28 +125,6 @@ class TaskResultAdmin(ModelAdminOf[StoredTaskResult]):
             return "-"
         text = json.dumps(obj.return_value, indent=2, ensure_ascii=False)
         return format_html('<pre class="taskclaim-json">{}</pre>', text)
-
-    @admin.display(description=_("errors"))
-    def error_history(self, obj: StoredTaskResult) -> SafeString | str:
-        """Each failed attempt: its number, time, exception class and
-        traceback (cut as message bodies are)."""
-        errors = obj.error_entries
-        if not errors:
-            return "-"
-        return format_html_join(
-            "",
-            "<p><strong>{} {}</strong> {} {}</p>{}",
-            (
-                (
-                    _("attempt"),
-                    error.get("attempt", "?"),
-                    error.get("at", ""),
-                    error.get("exception_class_path", ""),
-                    preformatted(str(error.get("traceback", "")), "taskclaim-traceback"),
-                )
-                for error in errors
-            ),
-        )
 
     @admin.action(description=_("Retry selected failed runs"), permissions=("retry",))
     def retry_runs(self, request: HttpRequest, queryset: QuerySet[StoredTaskResult]) -> None:

@@ -1,14 +1,9 @@
-"""The overview's charts of task runs by outcome: how many runs succeeded,
-were retried or failed in each minute of the last hour and each half hour
-of the last day, Django Tasks (``taskclaim.task_result``) and claimed tasks
-(``taskclaim.run``) together.
+"""The overview's charts of task runs by outcome, per minute of the last hour
+and per half hour of the last day, Django Tasks and claimed tasks together.
 
-"Retried" counts failed attempts that were retried, at the time of their
-error (each run keeps every attempt's error and time); "succeeded" and
-"failed" count runs when they finished, cancelled runs with the failed.
-Claimed tasks whose history is off (``history="none"``, or only failures)
-are counted as far as their history keeps them; their workers' outcomes
-are also the ``taskclaim_worker_messages_total`` Prometheus counters.
+"Retried" counts retried attempts at their error's time; "succeeded" and
+"failed" count runs when they finished (cancelled with failed). Tasks
+whose history is off are counted as far as it keeps them.
 """
 
 from __future__ import annotations

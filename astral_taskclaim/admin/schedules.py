@@ -1,13 +1,9 @@
-"""The Django admin of the schedules: every declared schedule, from before
-its first slot, and every recorded one no longer declared
-(:func:`~astral_taskclaim.schedules.overview.schedule_rows`): each one's
-task, expression and zone (from its declaration), last slot, last enqueue
-and its outcome (from ``taskclaim.schedule``), next slot (in its zone), and
-who enqueues its slots (the workers, or the pg_cron job of an in-database
-schedule). Read-only: the workers (or that job) write it.
-
-The list is not a changelist of the table, which holds a schedule only
-once it enqueued a slot; a recorded schedule's page is the table's row."""
+"""The admin of the schedules: every declared schedule and every recorded one
+no longer declared (:func:`~astral_taskclaim.schedules.overview.schedule_rows`),
+read-only. The list is not a changelist of ``taskclaim.schedule``, which
+holds a schedule only once it enqueued a slot; a recorded schedule's page
+is its row.
+"""
 
 from __future__ import annotations
 
@@ -117,9 +113,6 @@ class ScheduleAdmin(ModelAdminOf[ScheduleRecord]):
     @admin.display(description=_("enqueued by"))
     def enqueued_by(self, record: ScheduleRecord) -> str | None:
         return self._row(record).enqueued_by
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
 
     def has_change_permission(
         self, request: HttpRequest, obj: ScheduleRecord | None = None

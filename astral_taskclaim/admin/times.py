@@ -1,18 +1,10 @@
 """Timestamps the admin can show whatever a row holds.
 
-A ``timestamptz`` column admits values Python cannot load (``'infinity'``,
-``'-infinity'``, years past 9999 or before Christ): psycopg refuses them
-with a ``DataError``, so a single such row (a key pinned "forever" by hand,
-a corrupt message) would turn a whole changelist into an error page. The
-admins therefore never load these columns as they are:
-:func:`with_safe_times` defers them and annotates, for each column ``c``,
-
-- ``c_shown``: the value, when it lies in years 2-9997 (so it also
-  converts to any time zone), else ``NULL``;
-- ``c_text``: the value as PostgreSQL writes it (``infinity``,
-  ``294276-12-31 23:59:59+00``), shown when ``c_shown`` is ``NULL``;
-- ``c_in``: seconds from the statement's time to the value (a float,
-  ``±inf`` for the infinities), for states and "in 4 min".
+``timestamptz`` admits values Python cannot load (``infinity``, years past
+9999), and one such row would make a changelist an error page. So
+:func:`with_safe_times` defers each column ``c`` and annotates ``c_shown``
+(the value if in years 2-9997, else ``NULL``), ``c_text`` (PostgreSQL's
+text of it) and ``c_in`` (seconds from now, ``±inf`` for the infinities).
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """Claiming many keys, and enqueueing many claimed tasks, in one call.
 
-:func:`claim_tasks` is :func:`~astral_taskclaim.claims.claim.claim_task` for a
-list of keys in one statement; :func:`enqueue_claimed_many` is
-:func:`~astral_taskclaim.claims.claim.enqueue_claimed` for a list of
-``(key, task)`` pairs, sending the claimed ones with ``send_many``. Both
-behave as the single calls made one after the other: a key repeated in the
-list is claimed (and sent) once, at its first position, and later
-positions get ``None``, as a trigger inside the window would.
-
-Keys are claimed in one order (bytewise), so two bulk calls with
-overlapping keys lock rows in the same order and never deadlock each other.
-The statements go through the Django connection of ``using`` (and so join
-its transaction) as prepared statements (:mod:`~astral_taskclaim.db.statements`)
-whose arrays travel in PostgreSQL's binary format: a thousand keys are one
-length-prefixed array, with no quoting to do or undo.
+:func:`claim_tasks` and :func:`enqueue_claimed_many` behave as the single
+calls one after the other: a repeated key is claimed (and sent) at its first
+position only, later ones get ``None``. Keys are claimed in bytewise order,
+so overlapping bulk calls never deadlock. Arrays travel as binary prepared
+statement parameters (:mod:`~astral_taskclaim.db.statements`).
 """
 
 from __future__ import annotations

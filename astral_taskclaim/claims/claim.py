@@ -1,17 +1,10 @@
 """Claims on task keys, and sending a task under a fresh claim.
 
-A claim reserves a task key (``"project:42"``) for a window of seconds in
-``taskclaim.claim``. While it lasts, claiming the key again returns
-``None``: triggers inside the window coalesce into the one queued task.
-
-Every function validates its arguments before touching the database and
-raises ``TypeError`` or ``ValueError`` naming the bad argument (the rules
-are in :mod:`~astral_taskclaim.core.validation`, and for tokens and tasks in
-:mod:`~astral_taskclaim.core.envelope`, which also defines the message body).
-
-Outside a transaction each claim write commits on its own. Failures of the
-release that follows a failed send are logged on the ``astral_taskclaim.claims.claim``
-logger with ``extra={"event": "queue.claim_release_failed", "queue": ..., "key": ...}``.
+A claim reserves a task key (``"project:42"``) for a window of seconds; while
+it lasts, claiming the key again returns ``None``, so triggers inside the
+window coalesce into the one queued task. Arguments are checked
+(:mod:`~astral_taskclaim.core.validation`) before the database is touched.
+A failed release after a failed send is logged (``queue.claim_release_failed``).
 """
 
 from __future__ import annotations

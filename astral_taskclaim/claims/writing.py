@@ -1,12 +1,8 @@
-"""Internal: what the package's claim writes share.
+"""Internal: what the package's claim writes share (none of it public API).
 
-The public functions (:mod:`~astral_taskclaim.claims.claim`, their bulk and
-async forms), the consumer's claim writes and the schedules' take from
-here: the database alias claims are written on, whether the caller holds a
-transaction there, the checked parameters of the claim, hold and release
-statements, and :func:`plan`, the rules every claimed enqueue follows
-before anything is written. None of it is public API (``docs/architecture.md``,
-"Public and internal names").
+The claims database alias, whether the caller holds a transaction there,
+the checked parameters of the claim, hold and release statements, and
+:func:`plan`, the rules every claimed enqueue follows before writing.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """The JSON text of message bodies: what ``JSON.stringify`` writes.
 
-Compact, UTF-8 text kept as it is, strict (no NaN or Infinity, object keys
-only ``str``) and numbers as ECMAScript's ``Number::toString`` writes them,
-so a body is byte for byte what a TypeScript producer sends. Python's C
-encoder writes the text; the floats it writes otherwise (``1.0``,
-``1e-05``, ``1e+16``) are then rewritten, found by the walk that checks
-object keys, so a value holding no float costs what it did. An ``int`` is
-written with all its digits, as Python has it (beyond 2**53 no JavaScript
-number holds it).
-
-:func:`not_json_place` says where in a value what JSON cannot hold is: the
-one finder of that path, for the bodies here and the Django Tasks
-backend's arguments (:mod:`~astral_taskclaim.tasks_backend.sending`).
+Compact, strict (no NaN, ``str`` keys only), with numbers as ECMAScript
+writes them, so a body is byte for byte a TypeScript producer's. Python's C
+encoder writes the text; only the floats it writes otherwise are rewritten.
+An ``int`` keeps all its digits. :func:`not_json_place` is the one finder of
+where a value holds what JSON cannot.
 """
 
 from __future__ import annotations

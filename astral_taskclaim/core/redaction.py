@@ -1,16 +1,9 @@
 """Keeping credentials out of log records, error messages and reprs.
 
-A credential can surface in text in more shapes than its own: an HTTP
-library quotes a refused header as ``b'Bearer tok\\n'``, a traceback shows
-``repr()`` of a value, a URL carries it percent-encoded, a JSON document
-escapes its quotes and backslashes. :func:`redact` replaces every one of
-those shapes, so a check for the exact text is never the only defence.
-
-:func:`_configured_secrets` gathers what this process must never show: the
-database passwords in ``DATABASES`` and the credentials of the queues in
-``TASKCLAIM_QUEUES`` (plus those of queue objects handed in, which may have
-been built outside the settings). The log filter computes them once per
-change of those settings (``setting_changed``), not once per record.
+:func:`redact` replaces each shape a credential takes in text (``repr``,
+bytes, percent-encoded, JSON-escaped). :func:`_configured_secrets` gathers
+the database passwords and queue credentials, once per change of those
+settings.
 """
 
 from __future__ import annotations

@@ -1,28 +1,15 @@
-"""Separate psycopg connections with the settings of a Django database,
-the server's version, dropping this thread's Django connections after a
-database error, a savepoint around a statement that may fail inside the
-caller's transaction, and telling whether a connection pooler stands between
-a database alias and its server.
+"""Separate psycopg connections made like a Django database's, and what they
+need: the server's version, dropping this thread's Django connections after a
+database error, a savepoint around a statement that may fail, and whether a
+pooler relays an alias.
 
-Some work cannot share Django's connection: LISTEN must outlive
-transactions, pg_cron lives in another database of the same server, and
-the async functions need connections of their own on the event loop.
-
-A pooler in transaction mode (PgBouncer's ``pool_mode = transaction``) hands
-each transaction to whichever server connection is free, so nothing that
-outlives a transaction works through it: prepared statements ("prepared
-statement does not exist") and ``LISTEN``. Poolers answer a client's
-start-up with a process id of their own (PgBouncer's cancel key) instead of
-the server's, so a connection whose ``pg_backend_pid()`` differs from the
-one it was given is behind one. The first connection of each alias that
-would prepare or listen asks, once per process.
-
-After a failover a connection can end up on a server that is now a standby
-(a DNS name still pointing at it, a URL without
-``target_session_attrs=read-write``): every write then fails with "cannot
-execute ... in a read-only transaction" while the connection itself looks
-healthy, so nothing would ever replace it. :func:`drop_if_read_only`
-closes such a connection, so the next one finds the primary.
+LISTEN, pg_cron's other database and the async functions cannot share
+Django's connection. A transaction-mode pooler breaks prepared statements
+and LISTEN; it answers start-up with a process id of its own, so a
+connection whose ``pg_backend_pid()`` differs from it is relayed (asked once
+per alias and process). After a failover a connection may sit on a standby
+and fail every write while looking healthy: :func:`drop_if_read_only`
+closes it, so the next one finds the primary.
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
-"""Scheduling the app's pg_cron jobs for its database, written once for all:
-the claims cleanup (:data:`CLAIMS_JOB`, scheduled by migration 0003), the
-results cleanup (``tasks_backend.retention``, after every ``migrate``) and
-the in-database schedules' jobs (``schedules.in_database``, after every
-``migrate``, :func:`unschedule_others` removing those of schedules gone).
+"""Scheduling the app's pg_cron jobs: the claims cleanup (:data:`CLAIMS_JOB`,
+migration 0003), the results cleanup and the in-database schedules' jobs
+(after every ``migrate``; :func:`unschedule_others` removes those gone).
 
-pg_cron runs jobs from one database, ``cron.database_name``. Where that is
-the app's database, a job is scheduled there with ``cron.schedule`` under
-its base name (``taskclaim-ttl``, the TypeScript package's name). Where it
-is another database on the same server (managed services often use
-``postgres``), the job is scheduled from that database with
-``cron.schedule_in_database`` over a second connection, as
-``<base>:<database>``: pg_cron names jobs per user, so two app databases on
-one server (two projects, staging and production) each keep a job of their
-own. Scheduling also removes this user's jobs of that base left by dropped
-databases, and one serving this database under the other name. Where
-pg_cron is missing or refuses, the job is skipped and the caller says why;
-check ``astral_taskclaim.W004`` or ``W032`` reports it for the claims job,
-and the cleanup commands take the jobs' place.
+pg_cron runs jobs from one database, ``cron.database_name``. There a job
+keeps its base name; from another database on the server it is scheduled
+with ``cron.schedule_in_database`` as ``<base>:<database>``, so two app
+databases on one server keep a job each. Jobs of dropped databases are
+removed. Where pg_cron is missing or refuses, the caller says why (W004,
+W032) and the cleanup commands take the job's place.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """The service role's grants (``TASKCLAIM_SERVICE_ROLE``), applied after
 every ``migrate`` rather than by the migrations.
 
-A migration runs once, and its SQL is never edited after release; the
-service role is a setting, which may be set, or name another role, long
-after the tables were made. So the grants are the *current* files of
-:data:`_GRANTS` (each beside the SQL of its table's owner), applied by the
-``post_migrate`` handler of the app's configuration to the objects of every
-applied migration, as the admin role when one is set. ``GRANT`` is
-idempotent: running them again grants nothing twice, and a grant added to a
-file later reaches existing databases on their next ``migrate``. Grants of a
-role the setting no longer names are not revoked (``REVOKE`` them, or
-``DROP OWNED BY`` the old role).
-
-The project's own tables are the project's migrations' to create and its
-owner's to grant: :func:`project_grants` writes that SQL for the service
-role (``manage.py taskclaim_grants`` prints it).
+Released migrations never change, but the setting may be set or changed
+later, so the *current* files of :data:`_GRANTS` are applied by the
+``post_migrate`` handler (as the admin role, if set). ``GRANT`` is
+idempotent; a role no longer named is not revoked. :func:`project_grants`
+writes the grants of the project's own tables (``manage.py
+taskclaim_grants``).
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
-"""Migration operations that run the app's frozen migration SQL.
+"""Migration operations that run the app's frozen migration SQL, on the claims
+database only.
 
-:class:`RunMigrationSQL` runs one file of ``astral_taskclaim/migrations/sql/``
-(forwards) and its reverse file (backwards), exactly as written: no includes
-are expanded and nothing is formatted into it, so what a migration runs can
-never change after it is released (see :mod:`astral_taskclaim.migrations`).
-:class:`ScheduleCleanupJob` schedules pg_cron's claims cleanup job where
-pg_cron allows it. Both act on the claims database only, as every
-:class:`_ClaimsDatabaseOperation` does.
+:class:`RunMigrationSQL` runs a file of ``migrations/sql/`` and its reverse
+exactly as written (no includes, no formatting), so a released migration
+never changes; :class:`ScheduleCleanupJob` schedules pg_cron's claims
+cleanup where pg_cron allows it.
 """
 
 from __future__ import annotations

@@ -1,23 +1,11 @@
 """The base of the models over the tables the app's SQL owns.
 
-``taskclaim.claim``, ``taskclaim.message`` and ``taskclaim.task_result`` are
-created by the app's SQL migrations (:mod:`.operations`), with the grants,
-triggers and functions the SQL needs; Django reads and writes them through
-models but must never create or alter them. :class:`SqlOwnedModel` says so
-once: its models are unmanaged, and each gives only its table and names::
-
-    class Claim(SqlOwnedModel):
-        ...
-
-        class Meta(SqlOwnedModel.Meta):
-            db_table = '"taskclaim"."claim"'
-            verbose_name = _("claim")
-            ...
-
-The two tables of messages on their way, the PostgreSQL queue's
-``taskclaim.message`` and the remote queues' outbox ``taskclaim.outbox``,
-start alike: :class:`SqlOwnedMessage` gives their first columns and what
-reads the body.
+The SQL migrations (:mod:`.operations`) create ``taskclaim.claim``,
+``taskclaim.message`` and ``taskclaim.task_result`` with their grants,
+triggers and functions; Django must never create or alter them, so
+:class:`SqlOwnedModel`'s models are unmanaged and give only table and names.
+:class:`SqlOwnedMessage` holds the first columns that the PostgreSQL
+queue's ``taskclaim.message`` and the outbox's ``taskclaim.outbox`` share.
 """
 
 from __future__ import annotations

@@ -1,26 +1,14 @@
 """The app's packaged SQL files and their rendering.
 
-Each SQL file lives beside the code that runs it, under a family folder
-named by the first part of its path: ``taskclaim/claim.sql`` is in
-``db/sql``, ``queue/send.sql`` in ``queues/postgres/sql``. :data:`_HOMES`
-maps each family to its folder, so callers name a file by ``family/file``
-wherever it lives.
+A file is named ``family/file.sql``; :data:`_HOMES` maps each family to the
+folder beside the code that runs it. Files are read with
+:mod:`importlib.resources` (wheels, zips). Role names go in only as quoted
+identifiers, values as query parameters.
 
-Files are package data, read with :mod:`importlib.resources` so they work
-from a wheel or a zip. Role names are only ever inserted as quoted
-identifiers (``psycopg.sql.Identifier``); values go in as query parameters.
-
-A statement that is another file's statement with a few words changed says
-so rather than restating it: a line ``-- include: family/file.sql`` stands
-for that file's statement (its leading comment lines left out, each line
-indented as the marker), and each pair of lines after it::
-
-    --   replacing: gen_random_uuid()
-    --   with: %(token)s::uuid
-
-changes the one place the first text occurs in it to the second. Includes
-nest. :func:`read` does this once per file, at its first use, so a
-prepared statement's text is built once and is the same on every call.
+A line ``-- include: family/file.sql`` stands for that file's statement,
+changed by the ``--   replacing: X`` / ``--   with: Y`` pairs after it
+(first occurrence each); includes nest. :func:`read` expands a file once, so
+a prepared statement's text is the same on every call.
 """
 
 from __future__ import annotations

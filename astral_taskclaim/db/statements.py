@@ -1,56 +1,18 @@
 """How the package runs its SQL: one :class:`Connector` per database alias.
 
-Every statement the package sends at run time is a shipped SQL file
-(:mod:`~astral_taskclaim.sqlfiles`) run by a connector over Django's
-``connection.cursor()``. So each one is Django's like an ORM query: it runs
-on the alias's connection (joining its transaction), which Django opens,
-health-checks and keeps per thread; it raises ``django.db`` exceptions,
-passes through ``connection.execute_wrapper()`` hooks and shows in
-``connection.queries`` under ``DEBUG``.
+Every run-time statement is a shipped SQL file run over Django's connection
+for the alias, so it joins the transaction, raises ``django.db`` exceptions,
+passes through ``execute_wrapper()`` hooks and shows in ``connection.queries``.
 
-A claim is one small statement, so how it travels matters as much as what
-it does: planning an ``INSERT ... ON CONFLICT`` costs the server more than
-running it against a key that is already claimed. The hot statements
-(``prepare=True``) are therefore sent as prepared statements: a connection
-parses and plans each once, then only binds and executes it. Django's
-cursors bind parameters on the client by default, which psycopg cannot
-prepare, so the connector runs such a statement from the innermost
-``execute_wrapper()``: the application's own wrappers still see it (and may
-rewrite it), and it then goes to a server-binding psycopg cursor on the
-same connection, with the transaction and error handling Django's cursor
-applies to every query. With no wrapper installed the connector skips the
-Django cursor it would not use (making one costs a claim measurably) and
-opens and checks the connection as ``cursor()`` does. While Django logs
-queries (``DEBUG``, ``CaptureQueriesContext``) they run unprepared, so the
-log has their text.
-
-Why not Django's cursor alone, measured (benchmark row 13, ``python -m
-benchmarks --only 13``: the claim statement through ``statements.run``
-against ``connection.cursor()`` and ``execute()`` on the same connection,
-interleaved; medians of three runs of 5 to 7 rounds): with Django's own
-``OPTIONS`` ``server_side_binding: True`` and ``prepare_threshold: 5``, the
-public path ran at 0.75x to 0.84x the connector's rate on keys already held
-and 0.70x to 0.85x on fresh keys with ``synchronous_commit`` off (0.91x to
-0.95x on fresh keys, where the WAL flush hides the client's share); with
-Django's defaults, which a reusable app cannot choose for the project
-(client-side binding, nothing prepared), 0.17x to 0.72x. Where the time
-goes: a Django cursor is a new psycopg cursor per call, whose adapters and
-result loaders start cold, and ``prepare_threshold`` is the connection's,
-so the public path prepares the application's queries too. So the fast path stays here,
-in this one module, and tests/db/test_statements.py holds it to what
-Django's cursor does: ``execute_wrapper()`` hooks, the query log, health
-checks, broken transactions and Django's exception classes.
-
-Django turns psycopg's prepared statements off by default (its
-``prepare_threshold`` is ``None``) for the sake of transaction-mode
-connection poolers. The connector turns them on for its own statements only,
-unless the database's settings show such a pooler: ``DISABLE_SERVER_SIDE_CURSORS``
-true (what Django's documentation asks for behind PgBouncer in transaction
-mode) or an explicit ``OPTIONS["prepare_threshold"] = None``, or the alias's
-first connection finds itself relayed by one
-(:func:`~astral_taskclaim.db.connections.pooled`), which a setting forgotten
-would otherwise turn into "prepared statement does not exist" errors. Then
-its statements run through Django's cursor as they are, unprepared.
+Hot statements (``prepare=True``) are sent prepared, from the innermost
+``execute_wrapper()`` to a server-binding psycopg cursor on the same
+connection: planning a claim costs more than running it, and Django's own
+cursor ran 0.17x to 0.95x the connector's rate (benchmark row 13).
+tests/db/test_statements.py holds this path to what Django's cursor does.
+While Django logs queries they run unprepared, so the log has their text;
+behind a transaction-mode pooler (``DISABLE_SERVER_SIDE_CURSORS``,
+``OPTIONS["prepare_threshold"] = None``, or one detected by
+:func:`~astral_taskclaim.db.connections.pooled`) nothing is prepared.
 """
 
 from __future__ import annotations

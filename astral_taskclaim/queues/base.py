@@ -9,6 +9,7 @@ per message with ``ack()`` / ``retry()``; the worker then calls
 
 from __future__ import annotations
 
+import functools
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -32,6 +33,7 @@ __all__ = [
     "TextWriter",
     "encoding_writer",
     "json_writer",
+    "writer_of",
 ]
 
 logger = logging.getLogger(__name__)
@@ -66,16 +68,12 @@ class ClaimedInsert:
     """How a queue inserts its messages in the statement that claims their
     keys, so both commit together (see :meth:`BaseQueue.claimed_insert`).
 
-    ``one`` is the SQL file for one key (parameters ``key``, ``seconds``,
-    ``token``, ``body``), returning the token when it claimed the key;
-    ``many`` the file for distinct keys (``keys``, ``tokens``, ``bodies``,
-    ``seconds``), returning the keys it claimed. ``params`` are the
-    statements' other parameters (which queue the messages go to).
-    ``writer(window_seconds)`` is the :data:`TextWriter` of the bodies:
-    exactly what the queue's ``encode`` makes of ``message_body(...)``, as
-    text (:func:`json_writer` for the stock ``encode``,
-    :func:`encoding_writer` for one of the queue's own).
-    """
+    ``one``: the SQL file for one key, returning the token if it claimed it;
+    ``many``: the file for distinct keys, returning those it claimed;
+    ``params``: the statements' other parameters. ``writer(window_seconds)``
+    is the :data:`TextWriter` of the bodies, exactly as the queue's
+    ``encode`` writes them (:func:`json_writer` for the stock ``encode``,
+    :func:`encoding_writer` for one of the queue's own)."""
 
     one: str
     many: str
@@ -189,9 +187,9 @@ class BaseQueue(ABC):
 
     def ensure_configured(self) -> dict[str, Any]:
         """:attr:`config`, or ``ImproperlyConfigured`` naming the queue and
-        every option error: what a use of a misconfigured queue raises."""
-        serious = [message for message in self._option_messages if message.is_serious()]
-        raise_misconfigured(f"queue {self.alias!r}", serious)
+        each of its :meth:`configuration_errors`: what a use of a
+        misconfigured queue raises."""
+        raise_misconfigured(f"queue {self.alias!r}", self.configuration_errors())
         return self.config
 
     def check_batch(self, bodies: Any) -> None:
@@ -237,15 +235,10 @@ class BaseQueue(ABC):
 
     def claimed_insert(self, alias: str) -> ClaimedInsert | None:
         """How this queue inserts its messages in the statement that claims
-        their keys on database ``alias``, or ``None`` (the default): the
-        claim is written first and :meth:`send` called after it. Asked by
-        ``enqueue_claimed`` and its bulk and async forms before anything is
-        written; a queue whose messages live in the claims database (the
-        PostgreSQL queue, a remote queue's outbox) answers, so both commit
-        in one round trip. The answer's ``writer`` must write what
-        :meth:`encode` would: a subclass that changes :meth:`encode`
-        changes it here too (:func:`encoding_writer`).
-        """
+        their keys on database ``alias`` (the PostgreSQL queue, an outbox),
+        or ``None`` (the default): the claim is written first and
+        :meth:`send` called after it. A subclass that changes :meth:`encode`
+        changes the answer's ``writer`` too (:func:`encoding_writer`)."""
         return None
 
     @abstractmethod
@@ -339,3 +332,10 @@ def encoding_writer(queue: BaseQueue, window_seconds: float) -> TextWriter:
         return queue.encode(message_body(key, token, window_seconds, task)).decode("utf-8")
 
     return encode
+
+
+def writer_of(queue: BaseQueue) -> Callable[[float], TextWriter]:
+    """The ``writer`` of ``queue``'s :class:`ClaimedInsert`: :func:`json_writer`
+    for the stock :meth:`~BaseQueue.encode`, else :func:`encoding_writer`."""
+    write = json_writer if type(queue).encode is BaseQueue.encode else encoding_writer
+    return functools.partial(write, queue)

@@ -15,9 +15,6 @@ write. Bodies are sent with ``content_type: "json"``, exactly the bytes
 encoded and are decoded here. ``429`` and ``5xx`` answers (and network
 errors) are retried with exponential backoff, waiting what ``Retry-After``
 asks; other errors raise :class:`CloudflareError` with Cloudflare's codes.
-
-System checks: ``astral_taskclaim.E012`` (a required option is missing),
-``E013`` (an option has a wrong type or value), ``E014`` (unknown option).
 """
 
 from __future__ import annotations

@@ -1,23 +1,14 @@
-"""An in-memory queue for tests and development.
-
-Same semantics as the PostgreSQL queue: leases with a visibility timeout,
-``attempts`` counted per delivery, delays on send and retry, an ack or
-retry skipped when its lease ran out and was taken by another delivery,
-leases extended while a batch runs (``supports_lease_extension``).
-Process-local and thread-safe: every instance with the same ``queue_name``
-in a process shares one store, so a producer thread and a worker thread
-(each with its own ``queues[alias]`` instance) see the same messages.
-Nothing survives the process.
-
-::
+"""An in-memory queue for tests and development::
 
     TASKCLAIM_QUEUES = {
         "default": {"BACKEND": "astral_taskclaim.queues.memory.MemoryQueue"},
     }
 
-Options: ``queue_name`` (default: the alias), ``visibility_timeout``
-(seconds, default 60). It is not ``transactional``: sends happen at once,
-whatever the caller's transaction does later.
+The PostgreSQL queue's semantics (leases, ``attempts``, delays, stale
+settlements skipped, lease extension), process-local and thread-safe:
+instances with the same ``queue_name`` share one store. Options:
+``queue_name`` (default: the alias), ``visibility_timeout`` (default 60 s).
+Not ``transactional``: sends happen at once.
 """
 
 from __future__ import annotations

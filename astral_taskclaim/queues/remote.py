@@ -7,7 +7,6 @@ are checked as every backend's, against their ``option_spec`` (see
 
 from __future__ import annotations
 
-import functools
 from abc import abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -21,7 +20,7 @@ from astral_taskclaim.queues.base import (
     ClaimedInsert,
     PartlySentError,
     QueueError,
-    json_writer,
+    writer_of,
 )
 from astral_taskclaim.queues.options import Problem, Secret
 
@@ -99,11 +98,12 @@ class RemoteQueue(BaseQueue):
 
     def claimed_insert(self, alias: str) -> ClaimedInsert | None:
         """With an outbox in database ``alias``, the statements writing
-        claims and outbox rows together, bodies as the stock ``encode``
-        writes them; else ``None``."""
+        claims and outbox rows together, bodies as :meth:`encode` writes
+        them (:func:`~astral_taskclaim.queues.base.encoding_writer` where a
+        subclass changes it); else ``None``."""
         if not self.outbox or alias != self.database:
             return None
-        return outbox.claimed_insert(self.alias, functools.partial(json_writer, self))
+        return outbox.claimed_insert(self.alias, writer_of(self))
 
     def send(self, body: Any, *, delay_seconds: float = 0) -> None:
         """Sends ``body`` after ``delay_seconds``; with an outbox, writes it

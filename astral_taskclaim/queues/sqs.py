@@ -18,10 +18,6 @@ are the JSON text :meth:`BaseQueue.encode` produced, unchanged; ``attempts``
 is ``ApproximateReceiveCount``. A retry changes the message's visibility,
 so its delay may reach 12 hours, while a new message can be delayed 900 s
 at most (``DelaySeconds``).
-
-System checks: ``astral_taskclaim.E012`` (a required option is missing),
-``E013`` (an option has a wrong type or value, or only half the key pair
-is given), ``E014`` (unknown option).
 """
 
 from __future__ import annotations
@@ -30,8 +26,6 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -41,11 +35,9 @@ from botocore.exceptions import BotoCoreError
 from astral_taskclaim.core.redaction import redacting_filter
 from astral_taskclaim.queues import options as opts
 from astral_taskclaim.queues.base import (
-    ClaimedInsert,
     PartlySentError,
     QueueError,
     QueueStatus,
-    encoding_writer,
 )
 from astral_taskclaim.queues.messages import MessageBatch, ReceivedMessage
 from astral_taskclaim.queues.options import (
@@ -153,12 +145,6 @@ class SQSQueue(RemoteQueue):
                 f"the {self.max_body_bytes}-byte limit"
             )
         return data
-
-    def claimed_insert(self, alias: str) -> ClaimedInsert | None:
-        """The outbox's insert (:meth:`RemoteQueue.claimed_insert`), its
-        bodies written through :meth:`encode`, which escapes them."""
-        insert = super().claimed_insert(alias)
-        return None if insert is None else replace(insert, writer=partial(encoding_writer, self))
 
     def deliver_one(self, body: Any, *, delay_seconds: float = 0) -> None:
         """``SendMessage``; ``delay_seconds`` (rounded up) at most 900. With

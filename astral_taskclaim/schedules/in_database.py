@@ -1,29 +1,14 @@
 """Schedules enqueued inside PostgreSQL by pg_cron (``in_database=True``).
 
-Where pg_cron is loaded, a schedule declared ``in_database=True`` gets a
-pg_cron job of its own, scheduled after every ``migrate`` as the app's
-other jobs are (:mod:`astral_taskclaim.db.cron`, named per database), and
-removed once the schedule is gone. At each slot the job calls
-``taskclaim.enqueue_schedule_slot()`` (migration 0012), which claims the
-slot's key ``"<schedule>@<slot>"`` for the same window a worker claims it,
-enqueues the task through the claim of its key, and records the slot, in
-one transaction: no worker is needed to enqueue, one is to run the task.
+Each such schedule gets a pg_cron job (:mod:`astral_taskclaim.db.cron`)
+calling ``taskclaim.enqueue_schedule_slot()``, which claims the slot's key,
+enqueues the task and records the slot in one transaction. Workers leave
+a schedule alone while its job exists (:func:`run_by_pg_cron`) and tick it
+otherwise (W052); the one slot claim keeps it exactly once either way.
 
-Exactly once per slot whoever enqueues: the workers leave a schedule alone
-while pg_cron has its job (:func:`run_by_pg_cron`), and tick it themselves
-where pg_cron is not loaded or the job is missing (check W052 says so);
-either way a slot goes through its one slot claim, so a worker that still
-ticks it (an older release during a deploy, a job scheduled while a worker
-was running) cannot double it.
-
-Only what pg_cron runs exactly is accepted (check E051): pg_cron reads its
-cron expressions in UTC (``cron.timezone``, GMT; 1.4 has no other), so a
-cron timing must be in UTC and use the plain five fields, and an interval
-must be one a UTC cron expression gives exactly (whole minutes dividing an
-hour, whole hours dividing a day, a day); pg_cron's own second intervals
-are not on the workers' epoch grid. Only a claimed task on a PostgreSQL
-queue in ``TASKCLAIM_DATABASE`` qualifies: the function writes its
-message next to the claim, with the body the worker path writes
+Only what pg_cron runs exactly is accepted (E051): UTC five-field cron or
+an interval a UTC cron gives exactly, for a claimed task on a PostgreSQL
+queue in ``TASKCLAIM_DATABASE``, its body as the workers write it
 (:func:`_body_halves`).
 """
 

@@ -1,23 +1,16 @@
 """Schedules: a timing, what each slot enqueues, and the registry of them.
 
-Declared on a claimed task or a Django Task (of the app's backend) with
-:func:`periodic`, stacked above the task's own decorator::
+Declared with :func:`periodic` above a claimed task's or Django Task's own
+decorator::
 
     @periodic(cron("0 * * * *", zone="Europe/Berlin"), key="report:hourly", task={"all": True})
     @claimed_task(queue="reports", window_seconds=300)
     def report(task): ...
 
-    @periodic(every(300), key="rooms:refresh", args=[0])
-    @task(window_seconds=300)
-    def refresh_rooms(limit: int) -> None: ...
-
-or in the ``TASKCLAIM_SCHEDULES`` setting, for tasks of other apps
-(:func:`_from_settings`). A key may contain ``{slot}``, replaced by the
-slot's UTC instant, to give every slot a task of its own; without it the
-slots share the key, and a slot whose key is claimed (by an event, or by
-the previous slot's run) coalesces with it, as any trigger does.
-``in_database=True`` has pg_cron enqueue the slots instead of the workers
-(:mod:`astral_taskclaim.schedules.in_database`).
+or in ``TASKCLAIM_SCHEDULES`` (:func:`_from_settings`). A key holding
+``{slot}`` gets the slot's UTC instant, a task per slot; otherwise slots
+share the key and coalesce with whatever holds it. ``in_database=True``
+leaves the slots to pg_cron (:mod:`astral_taskclaim.schedules.in_database`).
 """
 
 from __future__ import annotations

@@ -1,27 +1,15 @@
 """The part of every worker that enqueues due slots: no leader, no beat.
 
-Each ``consume_claimed`` process (any queue, any machine) calls
-:meth:`Scheduler.tick` once per loop turn. For a schedule with a slot due,
-it claims the slot's key ``"<schedule>@<slot>"`` in ``taskclaim.claim`` and,
-in the same transaction, records the slot in ``taskclaim.schedule`` and
-enqueues the slot's task through the normal claimed path: of any number
-of workers one wins the claim, and claim, record and message commit
-together, so a slot is enqueued exactly once, and a worker killed midway
-leaves it to the next. The record moves forward only (``record.sql``), so
-however far the workers' clocks disagree, a slot at or before the newest
-recorded one is never enqueued again, though its claim expired long ago.
-(A queue that cannot join the transaction, a remote queue without an
-outbox, is sent to after the claim commits: at most once.)
+Each ``consume_claimed`` loop turn calls :meth:`Scheduler.tick`. A due slot's
+key ``"<schedule>@<slot>"`` is claimed, the slot recorded and the task
+enqueued in one transaction, so one worker wins and a slot is enqueued
+once; the record only moves forward, so clock skew never doubles a slot.
+(A remote queue without an outbox is sent to after the commit: at most once.)
 
-Slots seen within the schedule's ``grace_seconds`` are each enqueued, so a
-database restart or a few killed workers lose none. Older slots were missed
-while every worker was down: ``missed="once"`` enqueues the newest of them
-once, ``"skip"`` leaves them. A brand-new schedule starts at its latest slot
-if that is still in time, and never backfills.
-
-A schedule declared ``in_database`` whose pg_cron job is there is left to
-pg_cron (:mod:`astral_taskclaim.schedules.in_database`); the workers tick
-it where the job is missing, through the same slot claim.
+Slots within ``grace_seconds`` are each enqueued; older missed ones follow
+``missed`` (``"once"`` or ``"skip"``); a new schedule never backfills. A
+schedule pg_cron runs (:mod:`astral_taskclaim.schedules.in_database`) is
+left to it.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """When a schedule's slots fall: a cron expression in a time zone, or a
 fixed interval.
 
-A cron slot is a wall-clock time of the schedule's zone that matches the
-expression, read with ``croniter`` (a well-kept parser of the classic five
-fields, ``@hourly`` and friends, and a sixth field for seconds after the
-five: :data:`FIELD_ORDER`). The zone is applied
-here, with :mod:`zoneinfo`, so daylight saving changes neither skip nor
-double a slot: a wall time that happens twice (the autumn hour) is its
-first occurrence, one that does not happen (the spring gap) falls the length
-of the gap later, at the instant the wall clock would have shown it had the
-clocks not moved; two wall times landing on one instant are one slot.
-
-An interval's slots are the multiples of its seconds since the Unix epoch,
-so every process computes the same slots with no shared state.
+Cron expressions are read with ``croniter`` (:data:`FIELD_ORDER`); the zone
+is applied here with :mod:`zoneinfo` so daylight saving neither skips nor
+doubles a slot: a repeated wall time is its first occurrence, one in the
+spring gap falls the gap's length later. An interval's slots are multiples
+of its seconds since the epoch, the same in every process.
 """
 
 from __future__ import annotations

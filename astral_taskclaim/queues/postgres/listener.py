@@ -1,16 +1,10 @@
 """The PostgreSQL queue's wake-up: a ``LISTEN`` connection per queue.
 
-Senders wake waiting consumers with ``NOTIFY taskclaim.<queue>`` (a trigger
-on ``taskclaim.message``, and ``settle.sql`` for retries due at once). A
-waiting ``receive()`` listens on its own connection, outside Django's, so
-the wait holds no transaction open and the queue's statements keep Django's
-connection. When ``LISTEN`` cannot work (a connection that broke) the queue
-polls instead: a failure is logged once per connection and the next wait
-listens again. Behind a connection pooler (settings for a transaction-mode
-one, or a pooler found relaying the connection: see
-:mod:`astral_taskclaim.db.connections`) a ``LISTEN`` would succeed and hear
-nothing, the server connection it ran on going back to the pool, so the
-queue only polls, saying so once.
+Senders ``NOTIFY taskclaim.<queue>``; a waiting ``receive()`` listens on its
+own connection, so it holds no transaction open. When ``LISTEN`` fails the
+queue polls (logged once per connection) and listens again next time.
+Behind a pooler (:mod:`astral_taskclaim.db.connections`) a ``LISTEN`` would
+hear nothing, so the queue only polls, saying so once.
 """
 
 from __future__ import annotations

@@ -9,41 +9,23 @@ The default backend; no other service is needed::
         },
     }
 
-- ``send`` inserts a row through the Django connection of ``database``, so
-  it joins the caller's transaction: ``enqueue_claimed`` inside
-  ``transaction.atomic()`` commits the claim and the message together, or
-  neither (``transactional = True``).
-- ``receive`` leases up to ``max_messages`` visible rows in one statement
-  (``FOR UPDATE SKIP LOCKED``, so consumers never wait on each other),
-  counts the delivery in ``attempts`` and hides them for
-  ``visibility_timeout`` seconds. A consumer that dies loses nothing: when
-  its lease runs out the message is delivered again.
-- ``settle`` costs one statement for the whole batch: acks deleted,
-  retries visible again after each delay, a NOTIFY for those due at once. A
-  settlement whose lease ran out and was taken by another delivery is
-  skipped and logged (``queue.settle_stale``).
-- ``extend_leases`` moves ``visible_at`` of the rows still under the lease
-  they were received with (one statement), so a worker keeps a batch that
-  runs longer than ``visibility_timeout`` (``supports_lease_extension``).
-- An idle ``receive(wait_seconds=...)`` waits for a NOTIFY (see
-  :mod:`.listener`) or the next delayed message, polling every
-  ``poll_interval`` seconds too, and only polls with ``listen`` off.
-- A message whose row cannot be leased (a data error on that row) is
-  quarantined, not left to stall the queue: logged once
-  (``queue.message_quarantined``, naming its id) and parked with
-  ``visible_at = 'infinity'`` (the admin's "run now" brings it back).
+``send`` joins the caller's transaction (``transactional``). ``receive``
+leases rows with ``FOR UPDATE SKIP LOCKED`` for ``visibility_timeout``;
+a dead consumer's messages come back when the lease runs out. ``settle``
+and ``extend_leases`` are one statement a batch, skipping (and logging,
+``queue.settle_stale``) rows whose lease another delivery took. An idle
+``receive`` waits for a NOTIFY (:mod:`.listener`) or the next delayed
+message, polling every ``poll_interval`` too. A row that cannot be leased
+(a data error) is quarantined at ``visible_at = 'infinity'``, logged once
+(``queue.message_quarantined``).
 
-Options: ``database`` (alias, default ``TASKCLAIM_DATABASE``; the table
-lives in that database, so another alias must reach the same one, and
-``send`` then joins transactions of that alias only), ``queue_name``
-(default: the alias; at most 53 bytes), ``visibility_timeout`` (seconds,
-default 60), ``poll_interval`` (seconds, default 2), ``listen`` (default
-``True``).
+Options: ``database`` (default ``TASKCLAIM_DATABASE``), ``queue_name``
+(default: the alias; at most 53 bytes), ``visibility_timeout`` (default
+60 s), ``poll_interval`` (default 2 s), ``listen`` (default ``True``).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import time
@@ -57,7 +39,7 @@ from astral_taskclaim.core.envelope import decode_body
 from astral_taskclaim.db import statements
 from astral_taskclaim.db.connections import savepoint_if_in_atomic
 from astral_taskclaim.queues import options as opts
-from astral_taskclaim.queues.base import BaseQueue, ClaimedInsert, QueueStatus, json_writer
+from astral_taskclaim.queues.base import BaseQueue, ClaimedInsert, QueueStatus, writer_of
 from astral_taskclaim.queues.messages import MessageBatch, ReceivedMessage
 from astral_taskclaim.queues.postgres.listener import Listener
 from astral_taskclaim.queues.postgres.options import OPTIONS, database_problems
@@ -113,7 +95,7 @@ class PostgresQueue(BaseQueue):
     def claimed_insert(self, alias: str) -> ClaimedInsert | None:
         """``taskclaim/enqueue.sql`` (and ``bulk_enqueue.sql``) when this
         queue lives in database ``alias``: claims and messages in one
-        statement, bodies as the stock ``encode`` writes them. A subclass
+        statement, bodies as ``encode`` writes them. A subclass
         that overrides ``send`` or ``send_many`` has them called instead,
         after the claim."""
         kind = type(self)
@@ -124,7 +106,7 @@ class PostgresQueue(BaseQueue):
             one="taskclaim/enqueue.sql",
             many="taskclaim/bulk_enqueue.sql",
             params={"queue": self.queue_name},
-            writer=functools.partial(json_writer, self),
+            writer=writer_of(self),
         )
 
     def send(self, body: Any, *, delay_seconds: float = 0) -> None:
