@@ -16,8 +16,6 @@ from django.utils.translation import gettext_lazy as _
 
 from astral_taskclaim.core.conf import app_settings
 
-__all__ = ["TaskClaimConfig", "after_migrate"]
-
 
 def after_migrate(using: str, plan: list[Any] | None = None, **kwargs: Any) -> None:
     """``post_migrate`` handler: applies, with the settings in force now,

@@ -92,13 +92,6 @@ from astral_taskclaim.schedules import checks as schedule_checks  # noqa: F401
 from astral_taskclaim.tasks import registry
 from astral_taskclaim.worker import checks as worker_checks  # noqa: F401
 
-__all__ = [
-    "check_queues",
-    "check_server",
-    "check_settings",
-    "check_task_queues",
-]
-
 MIN_SERVER_VERSION = 140000
 NATIVE_SLUG_VERSION = 170000
 

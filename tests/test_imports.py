@@ -318,23 +318,29 @@ def registered(tree: ast.Module) -> set[str]:
     return found
 
 
-def exported(name: str, path: Path) -> list[str]:
-    """The names of module ``name``'s ``__all__`` but those Django uses by
-    itself: those it is handed (:func:`registered`), those it looks up by
-    name (:data:`LOOKED_UP`) and Python's own (``__version__``)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    used = registered(tree)
-    used |= {looked_up for looked_up, part in LOOKED_UP.items() if name.split(".")[1:2] == [part]}
+def all_of(tree: ast.Module) -> list[str] | None:
+    """The names of a module's ``__all__``, or ``None`` if it has none."""
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
             isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
         ):
-            return [
-                export
-                for export in ast.literal_eval(node.value)
-                if export not in used and not export.startswith("__")
-            ]
-    return []
+            return list(ast.literal_eval(node.value))
+    return None
+
+
+def exported(name: str, path: Path) -> list[str]:
+    """The names module ``name`` offers other modules: its ``__all__``, or
+    without one its functions and classes not underscored; but those Django
+    uses by itself: those it is handed (:func:`registered`), those it looks
+    up by name (:data:`LOOKED_UP`) and Python's own (``__version__``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    used = registered(tree)
+    used |= {looked_up for looked_up, part in LOOKED_UP.items() if name.split(".")[1:2] == [part]}
+    names = all_of(tree)
+    if names is None:
+        defined = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        names = [node.name for node in tree.body if isinstance(node, defined)]
+    return [export for export in names if export not in used and not export.startswith("_")]
 
 
 def imported_names(modules: dict[str, Path]) -> set[tuple[str, str]]:
@@ -426,11 +432,39 @@ def test_the_docs_document_no_internal_module() -> None:
         )
     }
     pages = " ".join(p.read_text(encoding="utf-8") for p in (ROOT.parent / "docs").glob("*.md"))
+    documented = documented_modules(modules, pages)
+    assert f"{PACKAGE}.worker.loop" in documented
+    assert f"{PACKAGE}.claims.writing" in internal
+    assert documented & internal == set()
+
+
+def documented_modules(modules: dict[str, Path], pages: str) -> set[str]:
+    """The modules the docs render something of (an ``auto…`` directive)."""
     documented = set()
     for target in re.findall(r"^\.\. auto\w+:: (\S+)", pages, re.MULTILINE):
         while target not in modules:
             target = target.rsplit(".", 1)[0]
         documented.add(target)
-    assert f"{PACKAGE}.worker.loop" in documented
-    assert f"{PACKAGE}.claims.writing" in internal
-    assert documented & internal == set()
+    return documented
+
+
+def test_all_holds_only_what_other_packages_may_import() -> None:
+    """``__all__`` is the public API: only modules the docs render and
+    package façades (an ``__init__`` re-exporting) have one, 200 names at
+    most in all; the package's own modules import each other's names freely."""
+    modules = module_names()
+    pages = " ".join(p.read_text(encoding="utf-8") for p in (ROOT.parent / "docs").glob("*.md"))
+    public = documented_modules(modules, pages)
+    counts = {
+        name: len(names)
+        for name, path in modules.items()
+        if ".migrations." not in name
+        and (names := all_of(ast.parse(path.read_text(encoding="utf-8")))) is not None
+    }
+    stray = [
+        name
+        for name in counts
+        if name not in public and modules[name].name != "__init__.py" and not exempt(name)
+    ]
+    assert stray == []
+    assert sum(counts.values()) <= 200

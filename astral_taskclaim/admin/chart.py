@@ -15,12 +15,6 @@ from dataclasses import dataclass
 
 from django.utils.translation import gettext
 
-__all__ = [
-    "Chart",
-    "history_chart",
-    "timeline_chart",
-]
-
 _WIDTH = 720
 _HEIGHT = 260
 _LEFT = 56

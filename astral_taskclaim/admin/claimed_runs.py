@@ -26,8 +26,6 @@ from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.models import Claim, ClaimedRun
 from astral_taskclaim.tasks import ClaimedTask, registry
 
-__all__ = ["ClaimedRunAdmin"]
-
 #: Why a selected run of each status but ``FAILED`` is not enqueued again.
 _NOT_FAILED = {
     "SUCCESSFUL": _("it succeeded; nothing to enqueue again"),

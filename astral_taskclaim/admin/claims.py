@@ -37,8 +37,6 @@ from astral_taskclaim.models import Claim, ClaimQuerySet
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ClaimAdmin"]
-
 
 class _ClaimStateFilter(admin.SimpleListFilter):
     """Active claims hold their key; expired ones wait for deletion. Judged

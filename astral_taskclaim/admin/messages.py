@@ -43,11 +43,6 @@ from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.db.statements import Connector
 from astral_taskclaim.models import QueueMessage, QueueMessageQuerySet
 
-__all__ = [
-    "QueueMessageAdmin",
-    "queue_names",
-]
-
 logger = logging.getLogger(__name__)
 
 _RUN_NOW_CHUNK = 10_000

@@ -26,8 +26,6 @@ from astral_taskclaim.admin.times import seconds_from_now, shown_time, with_safe
 from astral_taskclaim.models import OutboxRow
 from astral_taskclaim.queues import outbox
 
-__all__ = ["OutboxRowAdmin"]
-
 logger = logging.getLogger(__name__)
 
 #: The row's timestamp columns, read through :func:`.with_safe_times`.

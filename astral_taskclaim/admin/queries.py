@@ -46,21 +46,6 @@ else:  # ModelAdmin and Paginator are generic only in the type stubs
             return cls
 
 
-__all__ = [
-    "EXACT_COUNT_LIMIT",
-    "Count",
-    "LargeTableAdmin",
-    "ModelAdminOf",
-    "delete_selected",
-    "estimated_count",
-    "id_or_key",
-    "key_search",
-    "key_sorts_by_code_point",
-    "preformatted",
-    "relative_time",
-]
-
-
 logger = logging.getLogger(__name__)
 
 #: Exact counts are taken up to this many rows; above it, estimates.

@@ -26,8 +26,6 @@ from astral_taskclaim.db.statements import Connector
 from astral_taskclaim.models import Claim
 from astral_taskclaim.tasks_backend.models import RunCancelled, StoredTaskResult
 
-__all__ = ["RunHistoryAdmin", "TaskResultAdmin"]
-
 _M = TypeVar("_M", bound=Model)
 
 _CANCELLED = f"{RunCancelled.__module__}.{RunCancelled.__qualname__}"

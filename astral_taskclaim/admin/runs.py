@@ -16,11 +16,6 @@ from django.utils.translation import gettext
 from astral_taskclaim.admin.chart import Chart, history_chart
 from astral_taskclaim.db import sqlfiles
 
-__all__ = [
-    "RunChart",
-    "run_charts",
-]
-
 #: The outcomes, in their order from the axis up.
 _OUTCOMES = ("succeeded", "retried", "failed")
 

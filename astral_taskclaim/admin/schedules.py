@@ -23,8 +23,6 @@ from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.schedules.models import ScheduleRecord
 from astral_taskclaim.schedules.overview import ScheduleRow, schedule_rows
 
-__all__ = ["ScheduleAdmin"]
-
 
 def _slot_shown(slot: datetime | None, now: datetime) -> str | None:
     """A next slot as its zone's wall clock says it, and how far off."""

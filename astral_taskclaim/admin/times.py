@@ -30,13 +30,6 @@ from django.utils.translation import gettext
 
 from astral_taskclaim.admin.queries import relative_time
 
-__all__ = [
-    "relative_or_never",
-    "seconds_from_now",
-    "shown_time",
-    "with_safe_times",
-]
-
 _M = TypeVar("_M", bound=Model)
 
 #: Values in [_SHOWN_FROM, _SHOWN_UNTIL) load into a ``datetime`` and stay one

@@ -30,11 +30,6 @@ from astral_taskclaim.db.statements import Connector
 from astral_taskclaim.models import Claim, QueueMessage, StoredTaskResult
 from astral_taskclaim.queues.outbox import outbox_status
 
-__all__ = [
-    "delete_expired",
-    "overview",
-]
-
 logger = logging.getLogger(__name__)
 
 #: The chart covers this many buckets of :data:`_BUCKET_MINUTES` from now.

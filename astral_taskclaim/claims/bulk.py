@@ -29,8 +29,6 @@ from astral_taskclaim.core.validation import validate_key, validate_window
 from astral_taskclaim.db import statements
 from astral_taskclaim.queues.base import PartlySentError, TextWriter
 
-__all__ = ["claim_tasks", "enqueue_claimed_many"]
-
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
 

@@ -31,8 +31,6 @@ from astral_taskclaim.core.redaction import redacting_filter
 from astral_taskclaim.core.validation import validate_key, validate_window
 from astral_taskclaim.db import statements
 
-__all__ = ["claim_task", "enqueue_claimed", "hold_task", "release_task"]
-
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
 

@@ -29,21 +29,6 @@ from astral_taskclaim.db import statements
 from astral_taskclaim.db.connections import savepoint_if_in_atomic
 from astral_taskclaim.queues.base import BaseQueue, ClaimedInsert
 
-__all__ = [
-    "Sender",
-    "async_write_alias",
-    "claim_params",
-    "discard_broken_connection",
-    "hold_params",
-    "in_transaction",
-    "log_claim_left",
-    "log_release_failure",
-    "plan",
-    "release_params",
-    "resolve_alias",
-    "run_in_savepoint",
-]
-
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
 

@@ -50,8 +50,6 @@ from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.queues import queues
 from astral_taskclaim.queues.runs import RunNote
 
-__all__ = ["nameable", "send_again", "unknown_task", "wait_for_task"]
-
 logger = logging.getLogger(__name__)
 
 #: Seconds a message whose task this worker does not know waits for a

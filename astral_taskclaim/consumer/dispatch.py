@@ -31,8 +31,6 @@ from astral_taskclaim.core.envelope import TASK_FIELD
 from astral_taskclaim.queues import BaseQueue
 from astral_taskclaim.queues.base import ClaimedInsert, encoding_writer
 
-__all__ = ["QueueConsumer", "QueueTasks", "naming_task"]
-
 
 class QueueConsumer(Protocol):
     """What a worker consumes a queue with: a claimed task, a queue's

@@ -42,8 +42,6 @@ from typing import Any, TypeVar, cast
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import close_old_connections, connections
 
-__all__ = ["awaited", "event_loop_scope", "run_steps", "submit"]
-
 T = TypeVar("T")
 
 _lock = threading.Lock()

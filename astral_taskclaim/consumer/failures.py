@@ -26,14 +26,7 @@ from django.db import connections
 
 from astral_taskclaim.core.logtext import printable
 
-__all__ = [
-    "DeliveriesExhausted",
-    "TaskNotFound",
-    "TransactionLeftOpen",
-    "describe_error",
-    "is_task_failure",
-    "roll_back_left_open",
-]
+__all__ = ["DeliveriesExhausted", "TaskNotFound", "describe_error", "is_task_failure"]
 
 #: Longest error text kept with a queued message.
 _MAX_ERROR_CHARS = 2000

@@ -12,15 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-__all__ = [
-    "RetryAfter",
-    "RetryAfterMs",
-    "requested_retry_after_ms",
-    "requested_wait_ms",
-    "retry_delay_seconds",
-    "scaled_delay",
-]
-
 #: First retry delay; each further failure doubles it.
 _BASE_RETRY_DELAY_SECONDS = 30
 #: Longest retry delay: Cloudflare Queues' 12 hours.

@@ -16,23 +16,7 @@ from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.validation import validate_callable, validate_max_retries
 from astral_taskclaim.queues.runs import HistoryMode, RunNote
 
-__all__ = [
-    "Batch",
-    "ConsumeSummary",
-    "Decision",
-    "Entry",
-    "FailureHook",
-    "Message",
-    "MessageConsumer",
-    "NamedEntry",
-    "Outcome",
-    "Steps",
-    "TaskOptions",
-    "TaskRun",
-    "WorkerStats",
-    "checked_options",
-    "history_note",
-]
+__all__ = ["ConsumeSummary", "MessageConsumer", "Outcome", "TaskOptions", "TaskRun", "WorkerStats"]
 
 #: What became of one message: the :class:`ConsumeSummary` counter it adds to.
 Outcome = Literal["ok", "retried", "failed", "malformed", "unparseable"]

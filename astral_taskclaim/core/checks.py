@@ -16,8 +16,6 @@ from django.core.exceptions import ImproperlyConfigured
 
 from astral_taskclaim.core.conf import AppSettings, app_settings
 
-__all__ = ["CHECK_ID", "check_queue_keys", "check_setting_names", "configured_queues"]
-
 #: A check id of this app, from its code ("E001").
 CHECK_ID = "astral_taskclaim.{}"
 

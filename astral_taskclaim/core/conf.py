@@ -27,8 +27,6 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-__all__ = ["AppSettings", "app_settings"]
-
 _DEFAULT_QUEUE_BACKEND = "astral_taskclaim.queues.postgres.PostgresQueue"
 _DEFAULT_TASK_RESULTS_RETENTION = 7 * 24 * 3600
 

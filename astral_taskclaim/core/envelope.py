@@ -38,9 +38,7 @@ from astral_taskclaim.core.validation import (
 __all__ = [
     "JSON_ENCODER",
     "PLACEHOLDER_TOKEN",
-    "TASK_FIELD",
     "TOKEN_PATTERN",
-    "WAITING_FIELD",
     "Envelope",
     "NotJSONError",
     "body_writer",
@@ -49,7 +47,6 @@ __all__ = [
     "is_token",
     "message_body",
     "parse_body",
-    "task_name_of",
     "validate_token",
     "wire_seconds",
 ]

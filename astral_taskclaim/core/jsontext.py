@@ -16,8 +16,6 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["JSON_ENCODER", "NotJSONError", "encode_json", "not_json_place"]
-
 _CONTAINERS = (dict, list, tuple)
 
 # Where a container sits: its parent's place and its key or index there

@@ -13,7 +13,7 @@ PostgreSQL (the run history, a Django Task's errors) passes through
 
 from __future__ import annotations
 
-__all__ = ["counted", "printable", "storable"]
+__all__ = ["counted", "printable"]
 
 #: Escapes for the characters most often met, as Python writes them.
 _SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}

@@ -17,14 +17,7 @@ import psycopg
 from django.apps import apps
 from django.db import ProgrammingError, connections
 
-__all__ = [
-    "NotMigratedError",
-    "advice",
-    "ensure_migrated",
-    "explains_missing_tables",
-    "missing_tables",
-    "not_migrated",
-]
+__all__ = ["NotMigratedError", "ensure_migrated", "missing_tables", "not_migrated"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")

@@ -19,13 +19,6 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
-__all__ = [
-    "REDACTED",
-    "redact",
-    "redact_configured",
-    "redacting_filter",
-]
-
 REDACTED = "[redacted]"
 
 

@@ -25,25 +25,6 @@ from django.core.exceptions import ImproperlyConfigured
 
 from astral_taskclaim.core.conf import app_settings
 
-__all__ = [
-    "MAX_KEY_BYTES",
-    "MAX_SECONDS",
-    "check_configured",
-    "check_encodes",
-    "max_retries_problem",
-    "number_range",
-    "raise_misconfigured",
-    "validate_alias",
-    "validate_callable",
-    "validate_count",
-    "validate_key",
-    "validate_max_retries",
-    "validate_number",
-    "validate_seconds",
-    "validate_text",
-    "validate_window",
-]
-
 #: Longest key, in UTF-8 bytes. A B-tree entry may take about a third of a
 #: page (2704 bytes); 1024 leaves room for the rest of the index tuple and
 #: for keys that do not compress.

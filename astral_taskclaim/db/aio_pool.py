@@ -37,8 +37,6 @@ from astral_taskclaim.db import sqlfiles
 from astral_taskclaim.db.connections import apooled, connection_params, log_read_only
 from astral_taskclaim.db.statements import may_prepare
 
-__all__ = ["aclose_pools", "pool", "run"]
-
 logger = logging.getLogger(__name__)
 
 AsyncConnection = psycopg.AsyncConnection[Any]

@@ -24,20 +24,6 @@ from django.core.signals import setting_changed
 from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-__all__ = [
-    "PROBE",
-    "apooled",
-    "close_connections",
-    "connection_params",
-    "drop_if_read_only",
-    "known_pooler",
-    "log_read_only",
-    "pooled",
-    "savepoint_if_in_atomic",
-    "separate_connection",
-    "server_version",
-]
-
 logger = logging.getLogger(__name__)
 
 #: What a connection asks to learn whether a pooler relays it.

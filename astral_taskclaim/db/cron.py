@@ -23,19 +23,6 @@ from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from astral_taskclaim.db import sqlfiles
 from astral_taskclaim.db.connections import separate_connection
 
-__all__ = [
-    "CLAIMS_JOB",
-    "Job",
-    "cron_database",
-    "has_cleanup_job",
-    "has_job",
-    "schedule",
-    "schedule_job",
-    "unschedule",
-    "unschedule_job",
-    "unschedule_others",
-]
-
 logger = logging.getLogger(__name__)
 
 

@@ -21,8 +21,6 @@ from django.db.migrations.recorder import MigrationRecorder
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.db import roles, sqlfiles
 
-__all__ = ["applied_migrations", "apply_grants", "project_grants"]
-
 logger = logging.getLogger(__name__)
 
 #: The migration creating the objects -> the grants file for them.

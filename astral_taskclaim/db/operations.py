@@ -20,11 +20,6 @@ from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.db import cron, roles
 from astral_taskclaim.db.connections import server_version
 
-__all__ = [
-    "RunMigrationSQL",
-    "ScheduleCleanupJob",
-]
-
 # Short names keep Django's four-argument signatures on one line each.
 _Editor = BaseDatabaseSchemaEditor
 _State = ProjectState

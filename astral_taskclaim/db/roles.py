@@ -13,8 +13,6 @@ from psycopg import sql
 
 from astral_taskclaim.core.conf import app_settings
 
-__all__ = ["acting_as_admin", "existing_roles", "how_to_create", "missing_roles"]
-
 
 def _configured_roles() -> dict[str, str]:
     """The configured roles by setting name, unset ones left out."""

@@ -16,8 +16,6 @@ from typing import Any
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-__all__ = ["SqlOwnedMessage", "SqlOwnedModel", "error_objects"]
-
 
 class SqlOwnedModel(models.Model):
     """An unmanaged model over a table of schema ``taskclaim`` that the app's

@@ -20,8 +20,6 @@ from importlib.resources.abc import Traversable
 
 from psycopg import sql
 
-__all__ = ["read", "source", "with_roles"]
-
 #: Family of SQL files -> the folder (in the package) holding its folder.
 _HOMES = {
     "taskclaim": "db/sql",

@@ -34,8 +34,6 @@ from astral_taskclaim.core.not_migrated import explains_missing_tables
 from astral_taskclaim.db import sqlfiles
 from astral_taskclaim.db.connections import drop_if_read_only, known_pooler, pooled
 
-__all__ = ["Connector", "configured_alias", "may_prepare", "run"]
-
 #: What a sync call on the event loop says, in place of Django's advice
 #: (``sync_to_async``, one thread for every request's claim).
 ON_EVENT_LOOP = (

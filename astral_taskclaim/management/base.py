@@ -16,8 +16,6 @@ from django.db import connections
 
 from astral_taskclaim.core.not_migrated import NotMigratedError
 
-__all__ = ["AppCommand", "add_database_argument", "database_argument", "seconds_type"]
-
 
 def add_database_argument(parser: CommandParser) -> None:
     """Adds ``--database``, the alias to act on (default: ``TASKCLAIM_DATABASE``)."""

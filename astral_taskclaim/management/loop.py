@@ -19,8 +19,6 @@ from astral_taskclaim.management.base import AppCommand
 from astral_taskclaim.queues import BaseQueue, unknown_queue
 from astral_taskclaim.worker.shutdown import TwoStageStop
 
-__all__ = ["L", "QueueLoopCommand"]
-
 #: Console log level by ``--verbosity``: 0 warnings, 1 a line per batch, 2+ debug.
 _LEVELS = {0: logging.WARNING, 1: logging.INFO}
 

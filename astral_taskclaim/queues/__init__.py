@@ -39,7 +39,6 @@ __all__ = [
     "QueueError",
     "QueueStatus",
     "ReceivedMessage",
-    "check_queue",
     "create_queue",
     "queues",
 ]

@@ -49,11 +49,6 @@ from astral_taskclaim.queues.options import (
 )
 from astral_taskclaim.queues.remote import RemoteQueue, chunks
 
-__all__ = [
-    "OPTIONS",
-    "CloudflareQueue",
-]
-
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
 

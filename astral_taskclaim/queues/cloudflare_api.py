@@ -15,16 +15,6 @@ import httpx
 from astral_taskclaim.queues.base import QueueError
 from astral_taskclaim.queues.remote import RequestRefusedError
 
-__all__ = [
-    "CloudflareError",
-    "CloudflareRefusedError",
-    "describe",
-    "error",
-    "permanent",
-    "result",
-    "retry_after",
-]
-
 _Redact = Callable[[str], str]
 
 #: ``429`` codes that waiting does not clear: the account's storage limit,

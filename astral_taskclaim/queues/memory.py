@@ -26,11 +26,6 @@ from astral_taskclaim.queues import options as opts
 from astral_taskclaim.queues.base import BaseQueue, QueueStatus
 from astral_taskclaim.queues.messages import MAX_DELAY_SECONDS, MessageBatch, ReceivedMessage
 
-__all__ = [
-    "MemoryQueue",
-    "reset",
-]
-
 _DEFAULT_VISIBILITY_TIMEOUT = 60.0
 _MAX_QUEUE_NAME_BYTES = 1024
 

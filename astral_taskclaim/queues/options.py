@@ -53,14 +53,11 @@ __all__ = [
     "max_messages",
     "number",
     "optional",
-    "parse_options",
     "queue_name",
-    "queue_name_option",
     "seconds_option",
     "secret",
     "text",
     "wait_seconds",
-    "whole_delay_seconds",
 ]
 
 _REQUIRED: Any = object()

@@ -34,11 +34,9 @@ __all__ = [
     "OutboxStatus",
     "Row",
     "claimed_insert",
-    "database_problem",
     "delete",
     "insert",
     "outbox_status",
-    "record_failures",
     "retry",
     "take",
 ]

@@ -48,10 +48,8 @@ __all__ = [
     "RunNote",
     "RunRecord",
     "failure",
-    "history_problem",
     "queue_history",
     "settle_recording",
-    "worker_id",
     "write_runs",
 ]
 

@@ -59,8 +59,6 @@ from astral_taskclaim.queues.sqs_wire import (
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
-__all__ = ["SQSQueue"]
-
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
 

@@ -22,12 +22,6 @@ from astral_taskclaim.queues.options import (
     text,
 )
 
-__all__ = [
-    "OPTIONS",
-    "SECRETS",
-    "option_problems",
-]
-
 #: Longest long poll of one ``ReceiveMessage`` call (SQS's maximum).
 _MAX_WAIT_TIME_SECONDS = 20
 _DEFAULT_WAIT_TIME_SECONDS = 10

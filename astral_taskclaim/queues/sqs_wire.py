@@ -20,18 +20,6 @@ from astral_taskclaim.queues.base import QueueError
 from astral_taskclaim.queues.messages import ReceivedMessage
 from astral_taskclaim.queues.remote import EntriesRefusedError, RequestRefusedError
 
-__all__ = [
-    "Receipt",
-    "call_sqs",
-    "decode_message",
-    "failure",
-    "lease_entries",
-    "raise_partly_sent",
-    "settle_entries",
-    "sqs_text",
-    "visibility",
-]
-
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
 

@@ -28,8 +28,6 @@ from astral_taskclaim.schedules.schedule import Schedule, declared
 from astral_taskclaim.schedules.timing import FIELD_ORDER, Cron, quartz_order
 from astral_taskclaim.schedules.upkeep import cron_loaded
 
-__all__ = ["check_in_database", "check_schedules"]
-
 
 def _schedule_problem(schedule: Schedule) -> str | None:
     """Why ``schedule`` cannot work (E050's text), or ``None``."""

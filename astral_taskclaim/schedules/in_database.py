@@ -33,17 +33,6 @@ from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.schedules.schedule import Schedule, declared
 from astral_taskclaim.schedules.timing import Cron, Every, Timing
 
-__all__ = [
-    "SLOT_MARGIN",
-    "UTC_NAMES",
-    "cron_timezone",
-    "in_database_problem",
-    "job",
-    "run_by_pg_cron",
-    "schedule_jobs",
-    "unschedule_jobs",
-]
-
 logger = logging.getLogger(__name__)
 
 #: Every schedule job's name starts so: ``taskclaim-schedule-<12 hex>``, a

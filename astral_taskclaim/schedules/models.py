@@ -8,8 +8,6 @@ from django.utils.translation import gettext_lazy as _
 from astral_taskclaim.db.sql_owned import SqlOwnedModel
 from astral_taskclaim.fields import LoadableDateTimeField
 
-__all__ = ["ScheduleRecord"]
-
 
 class ScheduleRecord(SqlOwnedModel):
     """What a schedule's newest slot did. Unmanaged: the schedules' SQL

@@ -17,8 +17,6 @@ from astral_taskclaim.schedules.schedule import Schedule
 from astral_taskclaim.schedules.ticker import declared_schedules
 from astral_taskclaim.schedules.timing import Cron, slot_text
 
-__all__ = ["ScheduleRow", "overview", "schedule_rows"]
-
 
 def _text(moment: datetime | None) -> str | None:
     return None if moment is None else slot_text(moment)

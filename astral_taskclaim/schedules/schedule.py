@@ -29,15 +29,6 @@ from astral_taskclaim.core.validation import validate_key, validate_seconds
 from astral_taskclaim.schedules.timing import Cron, Every, Timing
 from astral_taskclaim.tasks import ClaimedTask
 
-__all__ = [
-    "Schedule",
-    "cron",
-    "declared",
-    "every",
-    "periodic",
-    "schedules",
-]
-
 Missed = Literal["once", "skip"]
 #: What a schedule does with slots no worker saw within ``grace_seconds``
 #: (every worker was down): ``"once"`` enqueues the newest of them once,
@@ -120,14 +111,14 @@ class Schedule:
     @property
     def target_name(self) -> str:
         """The target's dotted name, as the admin shows it."""
-        return target_name(self.target)
+        return _target_name(self.target)
 
     def task_key(self, slot_text: str) -> str:
         """The task key slot ``slot_text`` enqueues."""
         return self.key.replace("{slot}", slot_text)
 
 
-def target_name(target: Any) -> str:
+def _target_name(target: Any) -> str:
     """A task's or function's dotted name."""
     if isinstance(target, ClaimedTask):
         return target.name
@@ -197,7 +188,7 @@ def periodic(
     PostgreSQL queue, a UTC timing pg_cron runs exactly)."""
 
     def declare(target: F) -> F:
-        found = name or target_name(target)
+        found = name or _target_name(target)
         schedules.add(
             Schedule(
                 found,

@@ -34,8 +34,6 @@ from astral_taskclaim.schedules.schedule import Schedule, declared
 from astral_taskclaim.schedules.timing import slot_text
 from astral_taskclaim.schedules.upkeep import builtin_schedules, cron_loaded
 
-__all__ = ["Scheduler", "declared_schedules"]
-
 logger = logging.getLogger(__name__)
 
 #: Most slots of one schedule enqueued in one turn when catching up.

@@ -17,8 +17,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
 
-__all__ = ["FIELD_ORDER", "Cron", "Every", "Timing", "quartz_order", "slot_text"]
-
 _TICK = timedelta(microseconds=1)
 _EPOCH = datetime(1970, 1, 1)
 

@@ -19,8 +19,6 @@ from astral_taskclaim.schedules.schedule import Schedule
 from astral_taskclaim.schedules.timing import Cron
 from astral_taskclaim.tasks_backend import retention
 
-__all__ = ["builtin_schedules", "cron_loaded", "delete_expired_claims", "delete_old_results"]
-
 #: A missed cleanup is worth one run when a worker comes back.
 _GRACE = 600.0
 

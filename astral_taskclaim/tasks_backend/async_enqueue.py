@@ -20,8 +20,6 @@ from astral_taskclaim.queues import BaseQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks_backend.sending import ENQUEUE_TRIES, RecordingSender, RunRequest
 
-__all__ = ["aenqueue_elsewhere", "aenqueue_in_database"]
-
 
 class _LoopRecordingSender(RecordingSender):
     """A :class:`~.sending.RecordingSender` for ``aenqueue_claimed``, which

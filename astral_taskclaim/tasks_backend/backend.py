@@ -43,7 +43,6 @@ from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks_backend import async_enqueue, results
 from astral_taskclaim.tasks_backend.compat import (
     BaseTaskBackend,
-    InvalidTask,
     TaskResultDoesNotExist,
     TaskResultStatus,
     task_enqueued,
@@ -302,6 +301,3 @@ def _savepoint_if_in_transaction(database: str) -> Any:
     if in_transaction(connections[database]):
         return transaction.atomic(using=database)
     return nullcontext()
-
-
-__all__ = ["BackendOptions", "ClaimTaskBackend", "InvalidTask"]

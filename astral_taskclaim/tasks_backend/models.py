@@ -11,8 +11,6 @@ from django.utils.translation import gettext_lazy as _
 from astral_taskclaim.db.sql_owned import SqlOwnedModel, error_objects
 from astral_taskclaim.fields import LoadableDateTimeField
 
-__all__ = ["RunCancelled", "StoredTaskResult"]
-
 #: Django's ``TaskResultStatus`` values, without importing the framework
 #: (this model loads on a Django 5.2 project without ``django-tasks``).
 _STATUS_CHOICES = [

@@ -36,22 +36,6 @@ from astral_taskclaim.tasks_backend.compat import (
 )
 from astral_taskclaim.tasks_backend.models import StoredTaskResult
 
-__all__ = [
-    "afetch",
-    "check_run_after",
-    "compact_json",
-    "error_of",
-    "fail",
-    "fetch",
-    "load_task",
-    "refusal",
-    "remember",
-    "run_result",
-    "start",
-    "succeed",
-    "to_task_result",
-]
-
 #: The columns ``tasks/result.sql`` selects, in order.
 _RESULT_COLUMNS = (
     "id",

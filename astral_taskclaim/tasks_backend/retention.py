@@ -21,13 +21,6 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.db import cron
 
-__all__ = [
-    "JOB",
-    "delete_old_results",
-    "schedule_job",
-    "unschedule_job",
-]
-
 logger = logging.getLogger(__name__)
 
 JOB = cron.Job("taskclaim-task-results", "45 * * * *")

@@ -66,8 +66,6 @@ from astral_taskclaim.tasks_backend.compat import (
 )
 from astral_taskclaim.tasks_backend.sending import json_value
 
-__all__ = ["TaskRunner"]
-
 logger = logging.getLogger(__name__)
 
 

@@ -21,8 +21,6 @@ from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks_backend.compat import normalize_json
 from astral_taskclaim.tasks_backend.results import compact_json
 
-__all__ = ["ENQUEUE_TRIES", "RecordingSender", "RunRequest", "json_arguments", "json_value"]
-
 logger = logging.getLogger(__name__)
 
 #: Tries of the one-statement enqueue when a racing claim of the key ends

@@ -43,8 +43,6 @@ from astral_taskclaim.tasks_backend.compat import (
 )
 from astral_taskclaim.tasks_backend.compat import task as django_task
 
-__all__ = ["ClaimTask", "checked_task", "coalescing_key", "validate_options"]
-
 # Where ``TASKS`` names this app's backend.
 _BACKEND_PATH = "astral_taskclaim.tasks_backend.ClaimTaskBackend"
 # The options :class:`ClaimTask` adds to Django's ``Task``.

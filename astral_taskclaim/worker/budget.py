@@ -8,8 +8,6 @@ import threading
 from astral_taskclaim.core.validation import validate_count
 from astral_taskclaim.queues import ReceivedMessage
 
-__all__ = ["MessageBudget"]
-
 
 class MessageBudget:
     """How many messages the workers sharing it may still receive, together

@@ -30,14 +30,6 @@ from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.queues.remote import RemoteQueue
 from astral_taskclaim.tasks import registry
 
-__all__ = [
-    "check_shared_queues",
-    "check_unconsumed_queues",
-    "check_unknown_tasks",
-    "unknown_task_counts",
-    "unknown_tasks",
-]
-
 
 @checks.register(checks.Tags.database)
 def check_unconsumed_queues(

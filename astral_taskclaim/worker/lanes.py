@@ -22,8 +22,6 @@ from typing import Generic, TypeVar
 
 from django.db import connections
 
-__all__ = ["POLL_SECONDS", "Lanes"]
-
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")

@@ -37,8 +37,6 @@ from django.db import connections
 
 from astral_taskclaim.queues import BaseQueue, ReceivedMessage
 
-__all__ = ["LeaseKeeper", "lease_length"]
-
 logger = logging.getLogger(__name__)
 
 #: Extensions per lease: one every third of it, so two can fail before a

@@ -26,8 +26,6 @@ from astral_taskclaim.worker.lanes import POLL_SECONDS
 from astral_taskclaim.worker.leases import LeaseKeeper
 from astral_taskclaim.worker.protocol import Worker, hand_back_now, suspect_of, task_run
 
-__all__ = ["OneAtATime"]
-
 logger = logging.getLogger(__name__)
 
 

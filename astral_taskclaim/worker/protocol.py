@@ -25,15 +25,6 @@ from astral_taskclaim.queues import MessageBatch, ReceivedMessage
 from astral_taskclaim.worker.leases import LeaseKeeper
 from astral_taskclaim.worker.shutdown import TwoStageStop
 
-__all__ = [
-    "Worker",
-    "default_batch_size",
-    "hand_back_now",
-    "message_key",
-    "suspect_of",
-    "task_run",
-]
-
 #: Largest batch the default batch size grows to with the concurrency.
 _MAX_DEFAULT_BATCH = 100
 

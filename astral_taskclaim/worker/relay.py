@@ -64,7 +64,7 @@ from astral_taskclaim.queues.outbox import Failure, Row
 from astral_taskclaim.queues.remote import EntriesRefusedError, RemoteQueue, RequestRefusedError
 from astral_taskclaim.worker.shutdown import TwoStageStop
 
-__all__ = ["FIRST_BACKOFF", "MAX_BACKOFF", "POLL_INTERVAL", "Relay", "RelayStats"]
+__all__ = ["Relay", "RelayStats"]
 
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)

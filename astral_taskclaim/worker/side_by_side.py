@@ -55,8 +55,6 @@ from astral_taskclaim.worker.protocol import (
     task_run,
 )
 
-__all__ = ["SideBySide"]
-
 logger = logging.getLogger(__name__)
 
 

@@ -20,8 +20,6 @@ from astral_taskclaim.schedules import Scheduler
 from astral_taskclaim.worker.group import WorkerGroup, consumed_queues
 from astral_taskclaim.worker.loop import Worker
 
-__all__ = ["Command"]
-
 
 class Command(QueueLoopCommand[WorkerGroup]):
     help = (

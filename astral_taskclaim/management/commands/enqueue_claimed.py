@@ -39,8 +39,6 @@ from astral_taskclaim.management.base import (
 from astral_taskclaim.queues import BaseQueue, create_queue
 from astral_taskclaim.tasks import ClaimedTask, registry
 
-__all__ = ["Command"]
-
 #: Exit status when KEY is already claimed (nothing was sent).
 _ALREADY_CLAIMED = 3
 _LINE_FIELDS = frozenset({"key", "task", "window"})

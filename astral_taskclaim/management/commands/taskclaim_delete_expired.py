@@ -14,8 +14,6 @@ from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.db import cron
 from astral_taskclaim.management.base import AppCommand, add_database_argument, database_argument
 
-__all__ = ["Command"]
-
 
 class Command(AppCommand):
     help = (

@@ -11,8 +11,6 @@ from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.management.base import AppCommand
 from astral_taskclaim.tasks_backend.retention import delete_old_results, schedule_job
 
-__all__ = ["Command"]
-
 
 class Command(AppCommand):
     help = (

@@ -17,8 +17,6 @@ from astral_taskclaim.management.base import (
     database_argument,
 )
 
-__all__ = ["Command"]
-
 
 class Command(AppCommand):
     help = (

@@ -14,8 +14,6 @@ from astral_taskclaim.management.base import seconds_type
 from astral_taskclaim.management.loop import QueueLoopCommand
 from astral_taskclaim.worker.relay import FIRST_BACKOFF, MAX_BACKOFF, POLL_INTERVAL, Relay
 
-__all__ = ["Command"]
-
 #: What the relay takes for its waits: above 0, below 1e6 seconds.
 _seconds = seconds_type(
     partial(

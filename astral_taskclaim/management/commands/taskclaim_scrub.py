@@ -10,8 +10,6 @@ from astral_taskclaim.claims.maintenance import scrub
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.management.base import AppCommand, add_database_argument, database_argument
 
-__all__ = ["Command"]
-
 
 class Command(AppCommand):
     help = (

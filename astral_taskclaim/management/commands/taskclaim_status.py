@@ -13,8 +13,6 @@ from astral_taskclaim.management.base import AppCommand
 from astral_taskclaim.schedules.overview import overview
 from astral_taskclaim.worker.checks import unknown_task_counts
 
-__all__ = ["Command"]
-
 _COLUMNS = ("ready", "delayed", "leased", "oldest_age_seconds")
 
 

@@ -20,8 +20,6 @@ from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.db.connections import known_pooler, pooled, separate_connection
 from astral_taskclaim.db.statements import may_prepare
 
-__all__ = ["Listener"]
-
 logger = logging.getLogger(__name__)
 
 

@@ -15,8 +15,6 @@ from django.utils.translation import gettext_lazy as _
 from astral_taskclaim.db.sql_owned import SqlOwnedMessage, SqlOwnedModel
 from astral_taskclaim.fields import LoadableDateTimeField
 
-__all__ = ["QueueMessage", "QueueMessageQuerySet"]
-
 
 class QueueMessageQuerySet(models.QuerySet["QueueMessage"]):
     """Messages by state, judged by the database clock like the queue itself."""

@@ -17,11 +17,6 @@ from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.queues import options as opts
 from astral_taskclaim.queues.messages import MAX_DELAY_SECONDS
 
-__all__ = [
-    "OPTIONS",
-    "database_problems",
-]
-
 _DEFAULT_VISIBILITY_TIMEOUT = 60.0
 _DEFAULT_POLL_INTERVAL = 2.0
 #: The NOTIFY channel is ``taskclaim.<queue_name>``: 10 bytes of prefix and

@@ -45,8 +45,6 @@ from astral_taskclaim.queues.postgres.listener import Listener
 from astral_taskclaim.queues.postgres.options import OPTIONS, database_problems
 from astral_taskclaim.queues.runs import RunRecord, settle_recording
 
-__all__ = ["PostgresQueue"]
-
 logger = logging.getLogger(__name__)
 
 _CHANNEL_PREFIX = "taskclaim."
