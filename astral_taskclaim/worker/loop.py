@@ -41,8 +41,6 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from types import FrameType
 
-import psycopg
-from django.db import Error as DjangoDatabaseError
 from django.db import connections
 from django.db.transaction import TransactionManagementError
 
@@ -70,7 +68,7 @@ from astral_taskclaim.worker.budget import MessageBudget
 from astral_taskclaim.worker.leases import LeaseKeeper, lease_length
 from astral_taskclaim.worker.one_at_a_time import OneAtATime
 from astral_taskclaim.worker.protocol import default_batch_size
-from astral_taskclaim.worker.shutdown import TwoStageStop
+from astral_taskclaim.worker.shutdown import DATABASE_ERRORS, Backoff, TwoStageStop
 from astral_taskclaim.worker.side_by_side import SideBySide
 
 __all__ = ["Worker"]
@@ -79,7 +77,7 @@ logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
 
 #: Errors after which the worker reconnects and tries again.
-RECOVERABLE: tuple[type[Exception], ...] = (DjangoDatabaseError, psycopg.Error, QueueError)
+RECOVERABLE: tuple[type[Exception], ...] = (*DATABASE_ERRORS, QueueError)
 FIRST_BACKOFF = 0.5
 MAX_BACKOFF = 30.0
 #: Pause after an empty receive that did not wait (``wait=0``): no spinning.
@@ -152,7 +150,7 @@ class Worker:
         self.stopper = TwoStageStop("worker", name, work=work, queue=queue, exit=exit)
         #: Enqueues the schedules' due slots once per loop turn (``None``: off).
         self.scheduler = scheduler
-        self._backoff = FIRST_BACKOFF
+        self._backoff = Backoff(FIRST_BACKOFF, MAX_BACKOFF)
         self._lease_seconds: float | None = None
         self._received_at = 0.0
 
@@ -250,7 +248,7 @@ class Worker:
                 self._recover(error, interruptible=True)
                 continue
             self._received_at = time.monotonic()
-            self._backoff = FIRST_BACKOFF
+            self._backoff.reset()
             if batch.messages:
                 if self._within_budget(batch):
                     return batch
@@ -334,7 +332,7 @@ class Worker:
         """Logs ``error``, drops this thread's connections and waits the backoff."""
         with self.stats_lock:
             self.stats.database_errors += 1
-        delay, self._backoff = self._backoff, min(self._backoff * 2, MAX_BACKOFF)
+        delay = self._backoff.next()
         # The error's text may quote a credential (a DSN, a refused header).
         shown = redact_configured(str(error), self.backend)
         logger.warning(

@@ -47,8 +47,6 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import psycopg
-from django.db import Error as DjangoDatabaseError
 from django.db import transaction
 
 from astral_taskclaim.claims.claim import release_task
@@ -62,14 +60,13 @@ from astral_taskclaim.queues import outbox as outbox_rows
 from astral_taskclaim.queues.base import PartlySentError, QueueError
 from astral_taskclaim.queues.outbox import Failure, Row
 from astral_taskclaim.queues.remote import EntriesRefusedError, RemoteQueue, RequestRefusedError
-from astral_taskclaim.worker.shutdown import TwoStageStop
+from astral_taskclaim.worker.shutdown import DATABASE_ERRORS, Backoff, TwoStageStop
 
 __all__ = ["Relay", "RelayStats"]
 
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
 
-DATABASE_ERRORS = (DjangoDatabaseError, psycopg.Error)
 FIRST_BACKOFF = 1.0
 MAX_BACKOFF = 300.0
 POLL_INTERVAL = 1.0
@@ -151,7 +148,7 @@ class Relay:
         self.stopper = TwoStageStop("relay", f"relaying {queue}", queue=queue, exit=exit)
         self._sleep = sleep if sleep is not None else self.stopper.wait
         self._jitter = jitter if jitter is not None else _jittered
-        self._backoff = self.first_backoff
+        self._backoff = Backoff(self.first_backoff, self.max_backoff)
 
     def __repr__(self) -> str:
         return f"<Relay {self.queue!r}>"
@@ -245,8 +242,7 @@ class Relay:
         done.error = error
 
     def _row_backoff(self, row: Row) -> float:
-        backoff: float = self.first_backoff * 2.0 ** min(row.attempts, 30)
-        return min(backoff, self.max_backoff)
+        return self._backoff.after(row.attempts)
 
     def _text(self, reason: str) -> str:
         # The service's words may quote a credential (a DSN, a refused header).
@@ -305,7 +301,7 @@ class Relay:
                     close_connections()
                     self._back_off(error, "relay.database_error")
                     continue
-                self._backoff = self.first_backoff
+                self._backoff.reset()
                 if count == 0:
                     if self.burst:
                         break
@@ -331,8 +327,7 @@ class Relay:
         if isinstance(asked, int | float) and asked >= 0:
             delay = float(asked)
         else:
-            delay = self._jitter(self._backoff)
-            self._backoff = min(self._backoff * 2, self.max_backoff)
+            delay = self._jitter(self._backoff.next())
         shown = self._text(str(error))
         logger.warning(
             "%s: %s: %s; outbox rows kept, trying again in %.1f s",

@@ -1,4 +1,5 @@
-"""Internal: two-stage shutdown for the package's long-running commands.
+"""Internal: how the package's long-running loops (the worker, the relay)
+stop and wait: a two-stage shutdown, and one backoff after passing faults.
 
 The first SIGTERM or SIGINT asks the loop to stop after the work in hand
 (:attr:`TwoStageStop.requested` becomes true and :meth:`TwoStageStop.wait`
@@ -18,9 +19,38 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+import psycopg
+from django.db import DatabaseError as DjangoDatabaseError
+
 logger = logging.getLogger(__name__)
 
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+#: The database's errors after which a loop reconnects and tries again.
+DATABASE_ERRORS: tuple[type[Exception], ...] = (DjangoDatabaseError, psycopg.Error)
+
+
+class Backoff:
+    """The wait before the next try after a passing fault: ``first``
+    seconds, doubling with each fault in a row up to ``most``."""
+
+    def __init__(self, first: float, most: float) -> None:
+        self.first = first
+        self.most = max(most, first)
+        self.current = first
+
+    def next(self) -> float:
+        """This fault's wait; the next one's is twice as long."""
+        delay, self.current = self.current, min(self.current * 2, self.most)
+        return delay
+
+    def reset(self) -> None:
+        """After a success: the next fault waits ``first`` again."""
+        self.current = self.first
+
+    def after(self, faults: int) -> float:
+        """The wait after ``faults`` in a row that something counted itself."""
+        return min(self.first * 2.0 ** min(faults, 30), self.most)
 
 
 class TwoStageStop:
