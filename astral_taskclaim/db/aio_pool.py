@@ -20,6 +20,7 @@ loop's shutdown, closes the loop's pools.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import weakref
@@ -67,36 +68,58 @@ async def pool(alias: str) -> Pool:
     if fresh:
         await closer.asend(None)  # started: see _closing
     await current.open()  # its lock is new, so this opens before any other caller gets it
+    try:
+        await _probe(alias)
+    except BaseException:
+        with _pools_lock:  # the next call tries again
+            if pools.get(alias, (0, None))[1] is current:
+                del pools[alias]
+        await current.close()
+        raise
     if outdated is not None:
         await outdated.close()  # those in use are closed when they come back
     return current
 
 
-def _new_pool(alias: str) -> Pool:
+async def _configure(alias: str, connection: AsyncConnection) -> None:
     wrapper = connections[alias]
     options = wrapper.settings_dict.get("OPTIONS") or {}
+    # Only the package's few statements run here, each often: prepare them
+    # at once, unless the settings show a transaction-mode pooler or one
+    # relays the connections (asked before preparing anything).
+    if may_prepare(wrapper) and not await apooled(alias, connection):
+        connection.prepare_threshold = 0
+    if options.get("isolation_level") is not None:
+        await connection.set_isolation_level(IsolationLevel(options["isolation_level"]))
+    if options.get("assume_role"):
+        role = sql.Identifier(options["assume_role"])
+        await connection.execute(sql.SQL("SET ROLE {}").format(role))
 
-    async def configure(connection: AsyncConnection) -> None:
-        # Only the package's few statements run here, each often: prepare them
-        # at once, unless the settings show a transaction-mode pooler or one
-        # relays the connections (asked before preparing anything).
-        if may_prepare(wrapper) and not await apooled(alias, connection):
-            connection.prepare_threshold = 0
-        if options.get("isolation_level") is not None:
-            await connection.set_isolation_level(IsolationLevel(options["isolation_level"]))
-        if options.get("assume_role"):
-            role = sql.Identifier(options["assume_role"])
-            await connection.execute(sql.SQL("SET ROLE {}").format(role))
 
-    params = {**connection_params(wrapper), "autocommit": True, "prepare_threshold": None}
+def _params(alias: str) -> dict[str, Any]:
+    return {**connection_params(connections[alias]), "autocommit": True, "prepare_threshold": None}
+
+
+def _new_pool(alias: str) -> Pool:
     return Pool(
-        kwargs=params,
+        kwargs=_params(alias),
         min_size=0,
         max_size=app_settings.ASYNC_POOL,
-        configure=configure,
+        configure=functools.partial(_configure, alias),
         open=False,
         name=f"taskclaim-{alias}",
     )
+
+
+async def _probe(alias: str) -> None:
+    """Connects once as the pool will: a connection that cannot be made
+    (server down, wrong password, missing ``assume_role``) raises its own
+    error at once, where the pool would retry it and time out after 30 s."""
+    connection = await AsyncConnection.connect(**_params(alias))
+    try:
+        await _configure(alias, connection)
+    finally:
+        await connection.close()
 
 
 async def run(alias: str, path: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.db import connection
+from django.db import OperationalError, connection
 from django.test import override_settings
 
 from astral_taskclaim import aclaim_task
@@ -98,3 +98,16 @@ def test_a_loop_ending_without_aclose_connections_closes_its_pool() -> None:
 
     assert asyncio.run(claim()).closed  # asyncio.run() shuts the loop down
     assert async_to_sync(claim)().closed  # a loop per call
+
+
+def test_a_connection_that_cannot_be_made_raises_its_own_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Not the pool's "couldn't get a connection" after its 30 s timeout: the
+    server's own refusal, naming the cause, and the next call tries again."""
+    connection.ensure_connection()  # made before, so it keeps working
+    with monkeypatch.context() as patch:
+        patch.setitem(connection.settings_dict, "NAME", "taskclaim_no_such_database")
+        with pytest.raises(OperationalError, match="taskclaim_no_such_database"):
+            run(aclaim_task("k", window_seconds=60))
+    assert run(aclaim_task("k", window_seconds=60)) is not None
