@@ -67,6 +67,8 @@ async def pool(alias: str) -> Pool:
         pools[alias] = (_generation, current)
     if fresh:
         await closer.asend(None)  # started: see _closing
+    if outdated is not None:
+        await outdated.close()  # those in use are closed when they come back
     await current.open()  # its lock is new, so this opens before any other caller gets it
     try:
         await _probe(alias)
@@ -76,8 +78,6 @@ async def pool(alias: str) -> Pool:
                 del pools[alias]
         await current.close()
         raise
-    if outdated is not None:
-        await outdated.close()  # those in use are closed when they come back
     return current
 
 
