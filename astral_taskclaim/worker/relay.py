@@ -142,13 +142,11 @@ class Relay:
         self.queue = queue
         self.poll_interval = float(poll_interval)
         self.burst = bool(burst)
-        self.first_backoff = float(first_backoff)
-        self.max_backoff = max(float(max_backoff), self.first_backoff)
         self.stats = RelayStats()
         self.stopper = TwoStageStop("relay", f"relaying {queue}", queue=queue, exit=exit)
         self._sleep = sleep if sleep is not None else self.stopper.wait
         self._jitter = jitter if jitter is not None else _jittered
-        self._backoff = Backoff(self.first_backoff, self.max_backoff)
+        self._backoff = Backoff(float(first_backoff), float(max_backoff))
 
     def __repr__(self) -> str:
         return f"<Relay {self.queue!r}>"
