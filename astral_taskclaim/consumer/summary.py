@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol, Self
 
 from astral_taskclaim.core.envelope import Envelope
-from astral_taskclaim.core.logtext import printable
+from astral_taskclaim.core.logtext import counted, printable
 from astral_taskclaim.core.validation import validate_callable, validate_max_retries
 from astral_taskclaim.queues.runs import HistoryMode, RunNote
 
@@ -122,7 +122,7 @@ class ConsumeSummary:
         }
 
     def __str__(self) -> str:
-        return self.describe(f"{self.messages} message{'' if self.messages == 1 else 's'}")
+        return self.describe(counted(self.messages, "message"))
 
 
 @dataclass(frozen=True)

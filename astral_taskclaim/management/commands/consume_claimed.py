@@ -11,7 +11,7 @@ from django.db import DatabaseError
 
 from astral_taskclaim.consumer.summary import TaskRun
 from astral_taskclaim.core.conf import app_settings
-from astral_taskclaim.core.logtext import printable
+from astral_taskclaim.core.logtext import counted, printable
 from astral_taskclaim.core.not_migrated import NotMigratedError, ensure_migrated
 from astral_taskclaim.core.validation import validate_count
 from astral_taskclaim.management.loop import QueueLoopCommand
@@ -189,7 +189,7 @@ def _serve_metrics(workers: list[Worker], port: int, address: str) -> None:
 def _burst_report(worker: Worker) -> str:
     """What a ``--burst`` run did on its queue, and what it leaves behind there."""
     stats = worker.stats
-    ran = f"{stats.messages} message{'' if stats.messages == 1 else 's'}"
+    ran = counted(stats.messages, "message")
     text = (
         f"{worker.queue}: burst done: ran {ran} ({stats.counts()}); {stats.returned} handed "
         f"back unrun; {stats.left_leased} left leased (settlement not written: delivered again "

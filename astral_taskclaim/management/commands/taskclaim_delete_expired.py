@@ -11,6 +11,7 @@ from django.db import connections
 
 from astral_taskclaim.claims.maintenance import delete_expired
 from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.core.logtext import counted
 from astral_taskclaim.db import cron
 from astral_taskclaim.management.base import AppCommand, add_database_argument, database_argument
 
@@ -47,7 +48,7 @@ class Command(AppCommand):
             deleted = delete_expired(batch_size=options["batch_size"], using=database)
         except (TypeError, ValueError) as error:
             raise CommandError(f"--batch-size: {error}") from error
-        self.stdout.write(f"Deleted {deleted} expired claim{'' if deleted == 1 else 's'}.")
+        self.stdout.write(f"Deleted {counted(deleted, 'expired claim')}.")
 
     def _schedule(self, alias: str) -> None:
         connection = connections[alias]
