@@ -176,12 +176,7 @@ class LeaseKeeper:
         try:
             rows = statements.run(alias, "taskclaim/keep.sql", params)
         except Exception as error:  # the next beat tries again; the runs go on
-            logger.warning(
-                "%s: could not keep the claims of %d messages: %s: %s",
-                *(self.backend.alias, len(kept), type(error).__name__, error),
-                extra={"event": "worker.claim_keeping_failed", "queue": self.backend.alias},
-            )
-            connections.close_all()
+            self._failed("keep the claims", len(kept), error, "worker.claim_keeping_failed")
             return
         logger.debug(
             "%s: kept %d of %d claims",
@@ -198,12 +193,7 @@ class LeaseKeeper:
         try:
             kept = self.backend.extend_leases(held, seconds=lease_seconds)
         except Exception as error:  # the next beat tries again; the run goes on
-            logger.warning(
-                "%s: could not extend the leases of %d messages: %s: %s",
-                *(self.backend.alias, len(held), type(error).__name__, error),
-                extra={"event": "worker.lease_extension_failed", "queue": self.backend.alias},
-            )
-            connections.close_all()
+            self._failed("extend the leases", len(held), error, "worker.lease_extension_failed")
             return
         self.extensions += 1
         # The queue started the new lease after the call began.
@@ -212,6 +202,14 @@ class LeaseKeeper:
         newly_lost = [message for message in held if id(message) not in kept_ids]
         if newly_lost:
             self._lose(newly_lost, "another delivery holds them now")
+
+    def _failed(self, what: str, count: int, error: Exception, event: str) -> None:
+        logger.warning(
+            "%s: could not %s of %d messages: %s: %s",
+            *(self.backend.alias, what, count, type(error).__name__, error),
+            extra={"event": event, "queue": self.backend.alias},
+        )
+        connections.close_all()
 
     def _lose(self, messages: list[ReceivedMessage], why: str) -> None:
         with self._lock:
