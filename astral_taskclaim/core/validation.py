@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -50,6 +50,22 @@ def validate_key(key: object, *, name: str = "key") -> str:
     if size > MAX_KEY_BYTES:
         raise ValueError(f"{name} is {size} bytes of UTF-8, over the {MAX_KEY_BYTES}-byte limit")
     return key
+
+
+#: Which trigger's task a follow-up run carries (``trailing=``): the latest's or the first's.
+Trailing = Literal["latest", "first"]
+
+
+def validate_trailing(value: object, *, name: str = "trailing") -> Trailing | None:
+    """``value`` as a trailing mode: ``"latest"`` (``True`` too), ``"first"``,
+    or ``None`` for ``False`` and ``None`` (a trigger on a claimed key is dropped)."""
+    if value is None or value is False:
+        return None
+    if value is True or value == "latest":
+        return "latest"
+    if value == "first":
+        return "first"
+    raise ValueError(f'{name} must be "latest", "first", True or False, got {value!r}')
 
 
 def validate_seconds(value: object, *, name: str) -> float:

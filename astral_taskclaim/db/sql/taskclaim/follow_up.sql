@@ -1,0 +1,46 @@
+-- A follow-up run's message is delivered: claims its key with the
+-- follow-up's token, if the follow-up is still pending under that token
+-- and no other claim holds the key (a delivery again of the same message
+-- claims again), marks it taken and drops the key's earlier taken ones,
+-- whose runs are over (this claim is made). Returns one row: its task and window
+-- to run now; or, while another claim holds the key, the seconds until
+-- that claim ends (`wait`: deliver it then); no row when the follow-up is
+-- gone (a send now or a later follow-up superseded it: nothing to run).
+WITH claimed AS (
+  INSERT INTO taskclaim.claim AS c (key, expires_at, token)
+  SELECT f.key, statement_timestamp() + make_interval(secs => f.window_seconds), f.token
+  FROM taskclaim.follow_up AS f
+  WHERE f.key = %(key)s::text AND f.token = %(token)s::uuid
+    AND NOT EXISTS (
+      SELECT FROM taskclaim.claim AS held
+      WHERE held.key = %(key)s::text
+        AND held.expires_at >= statement_timestamp()
+        AND held.token <> %(token)s::uuid
+    )
+  ON CONFLICT (key) DO UPDATE SET
+    expires_at = EXCLUDED.expires_at,
+    token = EXCLUDED.token
+  WHERE c.expires_at < statement_timestamp() OR c.token = EXCLUDED.token
+  RETURNING c.token
+), taken AS (
+  UPDATE taskclaim.follow_up AS f SET taken_at = statement_timestamp()
+  WHERE f.key = %(key)s::text AND f.token = %(token)s::uuid AND EXISTS (SELECT FROM claimed)
+  RETURNING f.task, f.window_seconds
+), done AS (
+  DELETE FROM taskclaim.follow_up AS f
+  WHERE f.key = %(key)s::text AND f.token <> %(token)s::uuid AND f.taken_at IS NOT NULL
+    AND EXISTS (SELECT FROM claimed)
+)
+SELECT task, window_seconds, NULL::double precision FROM taken
+UNION ALL
+-- Held by another claim (or one that committed after this statement's
+-- snapshot: asked again in a second).
+SELECT NULL, NULL, coalesce(
+  extract(epoch FROM (
+    SELECT held.expires_at - statement_timestamp() FROM taskclaim.claim AS held
+    WHERE held.key = %(key)s::text
+  ))::double precision,
+  1
+)
+FROM taskclaim.follow_up AS f
+WHERE f.key = %(key)s::text AND f.token = %(token)s::uuid AND NOT EXISTS (SELECT FROM claimed)

@@ -1,0 +1,197 @@
+"""Trailing runs (enqueue_claimed(trailing=...)): a trigger on a claimed key
+becomes the key's one pending follow-up run, run when the claim ends."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+
+from astral_taskclaim import enqueue_claimed
+from astral_taskclaim.claims.trailing import Enqueued
+from astral_taskclaim.consumer.consume import consume_claimed
+from astral_taskclaim.consumer.summary import ConsumeSummary
+from astral_taskclaim.queues import queues
+from astral_taskclaim.queues.memory import MemoryQueue
+from astral_taskclaim.queues.postgres import PostgresQueue
+from tests.claimkit import claims, insert_claim
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
+
+QUEUE = "trailing"
+
+
+@pytest.fixture
+def queue() -> Iterator[PostgresQueue]:
+    backend = "astral_taskclaim.queues.postgres.PostgresQueue"
+    config = {QUEUE: {"BACKEND": backend, "OPTIONS": {"queue_name": QUEUE}}}
+    with override_settings(TASKCLAIM_QUEUES=config):
+        configured = queues[QUEUE]
+        assert isinstance(configured, PostgresQueue)
+        yield configured
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM taskclaim.message WHERE queue = %s", [QUEUE])
+
+
+def queued() -> list[tuple[dict[str, Any], float]]:
+    """Bodies on the test queue and the seconds until each is visible."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """SELECT body, extract(epoch FROM visible_at - clock_timestamp())
+               FROM taskclaim.message WHERE queue = %s ORDER BY id""",
+            [QUEUE],
+        )
+        return [(json.loads(body), float(wait)) for body, wait in cursor.fetchall()]
+
+
+def follow_ups() -> list[tuple[str, str, Any, bool]]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT key, token::text, task, taken_at IS NOT NULL FROM taskclaim.follow_up "
+            "ORDER BY created_at"
+        )
+        return [(key, token, json.loads(task), taken) for key, token, task, taken in cursor]
+
+
+def make_visible() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE taskclaim.message SET visible_at = now() WHERE queue = %s", [QUEUE])
+
+
+def expire(key: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE taskclaim.claim SET expires_at = now() - interval '1 second' WHERE key = %s",
+            [key],
+        )
+
+
+def consume(queue: PostgresQueue, ran: list[Any]) -> ConsumeSummary:
+    batch = queue.receive(max_messages=10)
+    summary = consume_claimed(batch, parse=lambda task: task, run=ran.append, max_retries=2)
+    queue.settle(batch.messages)
+    return summary
+
+
+def test_a_free_key_is_sent_now_and_marked_trailing(queue: PostgresQueue) -> None:
+    sent = enqueue_claimed(queue, "doc:1", {"v": 1}, window_seconds=60, trailing="latest")
+    assert isinstance(sent, Enqueued)
+    assert sent.outcome == "sent"
+    assert claims()["doc:1"][0] == sent
+    [(body, _)] = queued()
+    assert body == {
+        "key": "doc:1",
+        "claim": sent,
+        "windowSeconds": 60,
+        "task": {"v": 1},
+        "trailing": True,
+    }
+
+
+@pytest.mark.parametrize(("mode", "runs"), [("latest", {"v": 3}), ("first", {"v": 2})])
+def test_triggers_on_a_claimed_key_become_one_follow_up(
+    queue: PostgresQueue, mode: str, runs: dict[str, int]
+) -> None:
+    first = enqueue_claimed(queue, "doc:1", {"v": 1}, window_seconds=60, trailing=mode)  # type: ignore[arg-type]
+    second = enqueue_claimed(queue, "doc:1", {"v": 2}, window_seconds=60, trailing=mode)  # type: ignore[arg-type]
+    third = enqueue_claimed(queue, "doc:1", {"v": 3}, window_seconds=60, trailing=mode)  # type: ignore[arg-type]
+    assert isinstance(second, Enqueued) and isinstance(third, Enqueued)
+    assert (second.outcome, third.outcome) == ("follow_up_created", "merged")
+    assert second == third != first
+    [(now_body, _), (later_body, wait)] = queued()
+    assert later_body["followUp"] is True and later_body["claim"] == second
+    assert 55 < wait <= 60  # due when the first claim ends
+    [(key, token, task, taken)] = follow_ups()
+    assert (key, token, task, taken) == ("doc:1", second, runs, False)
+
+
+def test_the_follow_up_waits_for_the_claim_then_runs_the_latest_task(queue: PostgresQueue) -> None:
+    first = enqueue_claimed(queue, "doc:1", {"v": 1}, window_seconds=60, trailing=True)
+    pending = enqueue_claimed(queue, "doc:1", {"v": 2}, window_seconds=60, trailing=True)
+    enqueue_claimed(queue, "doc:1", {"v": 3}, window_seconds=30, trailing=True)
+    make_visible()
+    ran: list[Any] = []
+    summary = consume(queue, ran)
+    # The first ran; its follow-up found the key held and was sent again.
+    assert ran == [{"v": 1}]
+    assert (summary.ok, summary.retried, summary.follow_up_waits) == (1, 1, 1)
+    [(body, wait)] = queued()
+    assert body["followUp"] is True and 55 < wait <= 60
+    assert claims()["doc:1"][0] == first
+    expire("doc:1")
+    make_visible()
+    summary = consume(queue, ran)
+    assert ran == [{"v": 1}, {"v": 3}]
+    assert summary.ok == 1
+    token, left = claims()["doc:1"]
+    assert token == pending and 25 < left <= 30  # the follow-up's window, from its start
+    assert follow_ups() == [("doc:1", pending, {"v": 3}, True)]
+
+
+def test_a_send_now_supersedes_a_pending_follow_up(queue: PostgresQueue) -> None:
+    enqueue_claimed(queue, "doc:1", {"v": 1}, window_seconds=60, trailing=True)
+    enqueue_claimed(queue, "doc:1", {"v": 2}, window_seconds=60, trailing=True)
+    expire("doc:1")
+    again = enqueue_claimed(queue, "doc:1", {"v": 3}, window_seconds=60, trailing=True)
+    assert isinstance(again, Enqueued) and again.outcome == "sent"
+    assert follow_ups() == []
+    make_visible()
+    ran: list[Any] = []
+    summary = consume(queue, ran)
+    assert ran == [{"v": 1}, {"v": 3}] or ran == [{"v": 3}, {"v": 1}]
+    assert summary.superseded == 1
+
+
+def test_a_trigger_during_a_follow_ups_run_starts_the_next(queue: PostgresQueue) -> None:
+    enqueue_claimed(queue, "doc:1", {"v": 1}, window_seconds=60, trailing=True)
+    pending = enqueue_claimed(queue, "doc:1", {"v": 2}, window_seconds=60, trailing=True)
+    expire("doc:1")
+    with connection.cursor() as cursor:  # only the follow-up's message is left
+        cursor.execute("DELETE FROM taskclaim.message WHERE body NOT LIKE '%%followUp%%'")
+    make_visible()
+    later: list[Any] = []
+
+    def run(task: Any) -> None:
+        later.append(enqueue_claimed(queue, "doc:1", {"v": 9}, window_seconds=60, trailing=True))
+
+    batch = queue.receive(max_messages=10)
+    consume_claimed(batch, parse=lambda task: task, run=run, max_retries=0)
+    queue.settle(batch.messages)
+    [next_one] = later
+    assert isinstance(next_one, Enqueued) and next_one.outcome == "follow_up_created"
+    assert next_one != pending
+    assert [(t, taken) for _, t, _, taken in follow_ups()] == [(pending, True), (next_one, False)]
+
+
+def test_a_remote_queue_sends_after_the_commit_and_a_failed_send_drops_the_follow_up() -> None:
+    class Refusing(MemoryQueue):
+        refuse = False
+
+        def send(self, body: Any, *, delay_seconds: float = 0) -> None:
+            if self.refuse:
+                raise ConnectionError("the queue refused the message")
+            super().send(body, delay_seconds=delay_seconds)
+
+    queue = Refusing("remote", options={"queue_name": "trailing-remote"})
+    insert_claim("doc:1", seconds=60)
+    queue.refuse = True
+    with pytest.raises(ConnectionError):
+        enqueue_claimed(queue, "doc:1", {"v": 1}, window_seconds=60, trailing=True)
+    assert follow_ups() == []
+    queue.refuse = False
+    made = enqueue_claimed(queue, "doc:1", {"v": 1}, window_seconds=60, trailing=True)
+    assert isinstance(made, Enqueued) and made.outcome == "follow_up_created"
+    assert [token for _, token, _, _ in follow_ups()] == [made]
+
+
+@pytest.mark.parametrize("bad", ["last", 1, "LATEST"])
+def test_a_bad_trailing_mode_raises_before_anything_is_written(
+    queue: PostgresQueue, bad: object
+) -> None:
+    with pytest.raises(ValueError, match="trailing must be"):
+        enqueue_claimed(queue, "doc:1", {"v": 1}, window_seconds=60, trailing=bad)  # type: ignore[arg-type]
+    assert claims() == {} and queued() == []
