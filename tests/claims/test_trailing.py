@@ -99,11 +99,13 @@ def test_triggers_on_a_claimed_key_become_one_follow_up(
     first = enqueue_claimed(queue, "doc:1", {"v": 1}, window_seconds=60, trailing=mode)  # type: ignore[arg-type]
     second = enqueue_claimed(queue, "doc:1", {"v": 2}, window_seconds=60, trailing=mode)  # type: ignore[arg-type]
     third = enqueue_claimed(queue, "doc:1", {"v": 3}, window_seconds=60, trailing=mode)  # type: ignore[arg-type]
-    assert isinstance(second, Enqueued) and isinstance(third, Enqueued)
+    assert isinstance(second, Enqueued)
+    assert isinstance(third, Enqueued)
     assert (second.outcome, third.outcome) == ("follow_up_created", "merged")
     assert second == third != first
-    [(now_body, _), (later_body, wait)] = queued()
-    assert later_body["followUp"] is True and later_body["claim"] == second
+    [(_now_body, _), (later_body, wait)] = queued()
+    assert later_body["followUp"] is True
+    assert later_body["claim"] == second
     assert 55 < wait <= 60  # due when the first claim ends
     [(key, token, task, taken)] = follow_ups()
     assert (key, token, task, taken) == ("doc:1", second, runs, False)
@@ -120,7 +122,8 @@ def test_the_follow_up_waits_for_the_claim_then_runs_the_latest_task(queue: Post
     assert ran == [{"v": 1}]
     assert (summary.ok, summary.retried, summary.follow_up_waits) == (1, 1, 1)
     [(body, wait)] = queued()
-    assert body["followUp"] is True and 55 < wait <= 60
+    assert body["followUp"] is True
+    assert 55 < wait <= 60
     assert claims()["doc:1"][0] == first
     expire("doc:1")
     make_visible()
@@ -128,7 +131,8 @@ def test_the_follow_up_waits_for_the_claim_then_runs_the_latest_task(queue: Post
     assert ran == [{"v": 1}, {"v": 3}]
     assert summary.ok == 1
     token, left = claims()["doc:1"]
-    assert token == pending and 25 < left <= 30  # the follow-up's window, from its start
+    assert token == pending
+    assert 25 < left <= 30
     assert follow_ups() == [("doc:1", pending, {"v": 3}, True)]
 
 
@@ -137,7 +141,8 @@ def test_a_send_now_supersedes_a_pending_follow_up(queue: PostgresQueue) -> None
     enqueue_claimed(queue, "doc:1", {"v": 2}, window_seconds=60, trailing=True)
     expire("doc:1")
     again = enqueue_claimed(queue, "doc:1", {"v": 3}, window_seconds=60, trailing=True)
-    assert isinstance(again, Enqueued) and again.outcome == "sent"
+    assert isinstance(again, Enqueued)
+    assert again.outcome == "sent"
     assert follow_ups() == []
     make_visible()
     ran: list[Any] = []
@@ -162,7 +167,8 @@ def test_a_trigger_during_a_follow_ups_run_starts_the_next(queue: PostgresQueue)
     consume_claimed(batch, parse=lambda task: task, run=run, max_retries=0)
     queue.settle(batch.messages)
     [next_one] = later
-    assert isinstance(next_one, Enqueued) and next_one.outcome == "follow_up_created"
+    assert isinstance(next_one, Enqueued)
+    assert next_one.outcome == "follow_up_created"
     assert next_one != pending
     assert [(t, taken) for _, t, _, taken in follow_ups()] == [(pending, True), (next_one, False)]
 
@@ -184,7 +190,8 @@ def test_a_remote_queue_sends_after_the_commit_and_a_failed_send_drops_the_follo
     assert follow_ups() == []
     queue.refuse = False
     made = enqueue_claimed(queue, "doc:1", {"v": 1}, window_seconds=60, trailing=True)
-    assert isinstance(made, Enqueued) and made.outcome == "follow_up_created"
+    assert isinstance(made, Enqueued)
+    assert made.outcome == "follow_up_created"
     assert [token for _, token, _, _ in follow_ups()] == [made]
 
 
@@ -194,4 +201,5 @@ def test_a_bad_trailing_mode_raises_before_anything_is_written(
 ) -> None:
     with pytest.raises(ValueError, match="trailing must be"):
         enqueue_claimed(queue, "doc:1", {"v": 1}, window_seconds=60, trailing=bad)  # type: ignore[arg-type]
-    assert claims() == {} and queued() == []
+    assert claims() == {}
+    assert queued() == []
