@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db import connections, transaction
 
-from astral_taskclaim.claims.trailing import enqueue_trailing
+from astral_taskclaim.claims.trailing import enqueue_trailing, trailing_queue
 from astral_taskclaim.claims.writing import (
     Sender,
     claim_params,
@@ -36,7 +36,6 @@ from astral_taskclaim.core.validation import (
     validate_window,
 )
 from astral_taskclaim.db import statements
-from astral_taskclaim.queues.base import BaseQueue
 
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
@@ -126,15 +125,19 @@ def enqueue_claimed(
     task_json = encode_json(task, name="task")
     if not callable(getattr(queue, "send", None)):
         raise TypeError(f"queue must have a send(body) method, got {type(queue).__name__}")
-    if mode is not None and not isinstance(queue, BaseQueue):
-        raise TypeError(f"trailing runs need a configured queue, got {type(queue).__name__}")
+    sender = trailing_queue(queue) if mode is not None else None
     alias = resolve_alias(using)
     placeholder = message_body(key, PLACEHOLDER_TOKEN, window_seconds, task)
     how = plan(queue, alias, function="enqueue_claimed", placeholders=[placeholder])
-    if mode is not None and isinstance(queue, BaseQueue):
-        window = window_seconds
+    if mode is not None and sender is not None:
         return enqueue_trailing(
-            queue, key, task, window_seconds=window, trailing=mode, alias=alias, joins=how.joins
+            sender,
+            key,
+            task,
+            window_seconds=window_seconds,
+            trailing=mode,
+            alias=alias,
+            joins=how.joins,
         )
     if how.insert is not None:
         fresh = str(uuid.uuid4())

@@ -72,6 +72,13 @@ class Enqueued(str):
         return f"Enqueued({str(self)!r}, outcome={self.outcome!r})"
 
 
+def trailing_queue(queue: object) -> BaseQueue:
+    """``queue``, which trailing runs need to be a configured queue (one that delays)."""
+    if not isinstance(queue, BaseQueue):
+        raise TypeError(f"trailing runs need a configured queue, got {type(queue).__name__}")
+    return queue
+
+
 def enqueue_trailing(
     queue: BaseQueue,
     key: str,

@@ -3,21 +3,25 @@ becomes the key's one pending follow-up run, run when the claim ends."""
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
+from django.core.management import call_command
 from django.db import connection
 from django.test import override_settings
 
-from astral_taskclaim import enqueue_claimed
+from astral_taskclaim import aenqueue_claimed, enqueue_claimed, enqueue_claimed_many
 from astral_taskclaim.claims.trailing import Enqueued
 from astral_taskclaim.consumer.consume import consume_claimed
 from astral_taskclaim.consumer.summary import ConsumeSummary
 from astral_taskclaim.queues import queues
 from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
+from astral_taskclaim.tasks import TaskRegistry
 from tests.claimkit import claims, insert_claim
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
@@ -203,3 +207,62 @@ def test_a_bad_trailing_mode_raises_before_anything_is_written(
         enqueue_claimed(queue, "doc:1", {"v": 1}, window_seconds=60, trailing=bad)  # type: ignore[arg-type]
     assert claims() == {}
     assert queued() == []
+
+
+def test_a_claimed_tasks_trailing_is_its_enqueues_default_and_a_call_overrides_it(
+    queue: PostgresQueue,
+) -> None:
+    registry = TaskRegistry()
+    task = registry.task(queue=QUEUE, window_seconds=60, trailing="first", name="t")(lambda t: None)
+    assert task.trailing == "first"
+    first = task.enqueue("doc:1", {"v": 1})
+    assert isinstance(first, Enqueued)
+    assert task.enqueue("doc:1", {"v": 2}).outcome == "follow_up_created"  # type: ignore[union-attr]
+    assert task.enqueue("doc:1", {"v": 3}, trailing=False) is None
+    assert [task for _, _, task, _ in follow_ups()] == [{"v": 2}]
+    with pytest.raises(ValueError, match="trailing must be"):
+        registry.task(queue=QUEUE, trailing="sometimes")(lambda t: None)
+
+
+def test_the_async_and_bulk_forms_take_trailing(queue: PostgresQueue) -> None:
+    sent = async_to_sync(aenqueue_claimed)(queue, "doc:1", 1, window_seconds=60, trailing=True)
+    assert isinstance(sent, Enqueued)
+    assert sent.outcome == "sent"
+    tokens = enqueue_claimed_many(
+        queue, [("doc:1", 2), ("doc:2", 3), ("doc:1", 4)], window_seconds=60, trailing="latest"
+    )
+    outcomes = [getattr(token, "outcome", None) for token in tokens]
+    assert outcomes == ["follow_up_created", "sent", "merged"]
+    assert [task for _, _, task, _ in follow_ups()] == [4]
+
+
+def test_the_command_takes_trailing(queue: PostgresQueue) -> None:
+    err = io.StringIO()
+    call_command(
+        "enqueue_claimed",
+        QUEUE,
+        "doc:1",
+        "--task",
+        "1",
+        "--window",
+        "60",
+        "--trailing",
+        "latest",
+        stdout=io.StringIO(),
+        stderr=err,
+    )
+    call_command(
+        "enqueue_claimed",
+        QUEUE,
+        "doc:1",
+        "--task",
+        "2",
+        "--window",
+        "60",
+        "--trailing",
+        "latest",
+        stdout=io.StringIO(),
+        stderr=err,
+    )
+    assert "doc:1 is claimed: follow up created" in err.getvalue()
+    assert [task for _, _, task, _ in follow_ups()] == [2]
