@@ -45,8 +45,6 @@ from astral_taskclaim.core.validation import Trailing
 from astral_taskclaim.db import statements
 from astral_taskclaim.queues.base import BaseQueue
 
-__all__ = ["Enqueued"]
-
 logger = logging.getLogger(__name__)
 
 #: What an enqueue did with its trigger (:attr:`Enqueued.outcome`).
