@@ -1,7 +1,8 @@
 from __future__ import annotations
 
-from django.db import migrations
+from django.db import migrations, models
 
+import astral_taskclaim.fields
 from astral_taskclaim.db.operations import RunMigrationSQL
 
 __all__ = ["Migration"]
@@ -13,4 +14,37 @@ class Migration(migrations.Migration):
     dependencies = [("astral_taskclaim", "0014_cron_database")]
     operations = [
         RunMigrationSQL("0015_follow_up.sql", reverse="0015_follow_up_reverse.sql"),
+        migrations.CreateModel(
+            name="FollowUp",
+            fields=[
+                (
+                    "token",
+                    models.UUIDField(primary_key=True, serialize=False, verbose_name="token"),
+                ),
+                ("key", models.TextField(verbose_name="key")),
+                ("task", models.TextField(verbose_name="task")),
+                ("window_seconds", models.FloatField(verbose_name="window (seconds)")),
+                (
+                    "created_at",
+                    astral_taskclaim.fields.LoadableDateTimeField(verbose_name="first trigger"),
+                ),
+                (
+                    "updated_at",
+                    astral_taskclaim.fields.LoadableDateTimeField(verbose_name="latest write"),
+                ),
+                (
+                    "taken_at",
+                    astral_taskclaim.fields.LoadableDateTimeField(
+                        blank=True, null=True, verbose_name="run started"
+                    ),
+                ),
+            ],
+            options={
+                "verbose_name": "follow-up run",
+                "verbose_name_plural": "follow-up runs",
+                "db_table": '"taskclaim"."follow_up"',
+                "ordering": ("created_at",),
+                "managed": False,
+            },
+        ),
     ]
