@@ -165,7 +165,8 @@ def enqueue_claimed_many(
             enqueue = functools.partial(
                 enqueue_trailing, window_seconds=window_seconds, alias=alias, joins=how.joins
             )
-            return [enqueue(sender, k, t, trailing=mode) for k, t in pairs]
+            both = zip(pairs, texts, strict=True)
+            return [enqueue(sender, k, t, text, trailing=mode) for (k, t), text in both]
     if how.insert is not None:
         bodies = _statement_bodies(how.insert.writer(window_seconds), pairs, texts)
         fresh = [token for token, _ in bodies.values()]

@@ -134,6 +134,7 @@ def enqueue_claimed(
             sender,
             key,
             task,
+            task_json,
             window_seconds=window_seconds,
             trailing=mode,
             alias=alias,

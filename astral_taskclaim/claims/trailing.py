@@ -4,8 +4,9 @@ With ``trailing`` (``"latest"`` or ``"first"``), an enqueue that finds its
 key claimed records the key's one pending follow-up run
 (``taskclaim.follow_up``) instead of dropping the trigger, and the first
 such trigger sends the follow-up's message, due when the claim ends
-(``taskclaim/trail.sql``). Later triggers merge into it: in ``"latest"``
-mode their task replaces its task, in ``"first"`` mode nothing is written.
+(``taskclaim/trail.sql``). Later triggers while the claim holds merge into
+it, in one statement (``taskclaim/merge.sql``): in ``"latest"`` mode their
+task replaces its task, in ``"first"`` mode nothing is written.
 The message's delivery claims the key for the follow-up's token and runs
 its task, or waits again while a claim still holds the key
 (``taskclaim/follow_up.sql``, :func:`take_follow_up`). A run sent at once
@@ -38,7 +39,6 @@ from astral_taskclaim.core.envelope import (
     FOLLOW_UP_FIELD,
     TRAILING_FIELD,
     Envelope,
-    encode_json,
     message_body,
 )
 from astral_taskclaim.core.validation import Trailing
@@ -81,6 +81,7 @@ def enqueue_trailing(
     queue: BaseQueue,
     key: str,
     task: Any,
+    task_json: str,
     *,
     window_seconds: float,
     trailing: Trailing,
@@ -88,15 +89,17 @@ def enqueue_trailing(
     joins: bool,
 ) -> Enqueued:
     """The trailing-mode enqueue of ``enqueue_claimed`` (arguments checked,
-    the plan made: ``joins``)."""
-    token = str(uuid.uuid4())
+    ``task_json`` encoded, the plan made: ``joins``)."""
     params = {
         "key": key,
-        "token": token,
-        "task": encode_json(task, name="task"),
+        "task": task_json,
         "seconds": float(window_seconds),
         "latest": trailing == "latest",
     }
+    merged = run_in_savepoint(alias, "taskclaim/merge.sql", params)
+    if merged:
+        return Enqueued(merged[0][0], "merged")
+    token = params["token"] = str(uuid.uuid4())
     with transaction.atomic(using=alias) if joins else nullcontext():
         [(outcome, carrier, wait)] = run_in_savepoint(alias, "taskclaim/trail.sql", params)
         if outcome == "merged":
