@@ -26,9 +26,11 @@ if TYPE_CHECKING:
     from astral_taskclaim.claims.trailing import Enqueued
     from astral_taskclaim.consumer.consume import consume_claimed
     from astral_taskclaim.consumer.retry import retry_delay_seconds
+    from astral_taskclaim.core.validation import Debounce
 
 # Public name → the module defining it.
 _EXPORTS = {
+    "Debounce": "core.validation",
     "Enqueued": "claims.trailing",
     "aclaim_task": "claims.async_api",
     "aenqueue_claimed": "claims.async_api",
@@ -45,6 +47,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "Debounce",
     "Enqueued",
     "__version__",
     "aclaim_task",

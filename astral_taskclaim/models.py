@@ -92,6 +92,8 @@ class FollowUp(SqlOwnedModel):
     created_at = LoadableDateTimeField(_("first trigger"))
     updated_at = LoadableDateTimeField(_("latest write"))
     taken_at = LoadableDateTimeField(_("run started"), null=True, blank=True)
+    debounce_seconds = models.FloatField(_("debounce (seconds)"), null=True, blank=True)
+    max_wait_seconds = models.FloatField(_("maximum wait (seconds)"), null=True, blank=True)
 
     class Meta(SqlOwnedModel.Meta):
         db_table = '"taskclaim"."follow_up"'

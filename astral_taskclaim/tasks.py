@@ -31,6 +31,7 @@ from astral_taskclaim.consumer.dispatch import QueueConsumer, naming_task
 from astral_taskclaim.consumer.retry import RetryAfter, RetryAfterMs, requested_retry_after_ms
 from astral_taskclaim.consumer.summary import ConsumeSummary, TaskOptions, history_note
 from astral_taskclaim.core.validation import (
+    Debounce,
     Trailing,
     validate_callable,
     validate_max_retries,
@@ -88,7 +89,7 @@ class ClaimedTask(Generic[T]):
         history: HistoryMode | None = None,
         default: bool = False,
         key_namespace: str | None = None,
-        trailing: Trailing | bool | None = None,
+        trailing: Trailing | Debounce | bool | None = None,
     ) -> None:
         if not callable(run):
             raise TypeError(f"a claimed task must decorate a function, got {run!r}")
@@ -197,7 +198,7 @@ class EnqueueOptions(TypedDict, total=False):
     #: The database alias (``TASKCLAIM_DATABASE`` when ``None``).
     using: str | None
     #: A trigger on a claimed key becomes its follow-up run; the task's ``trailing`` when absent.
-    trailing: Trailing | bool | None
+    trailing: Trailing | Debounce | bool | None
 
 
 class TaskRegistry:
@@ -309,7 +310,7 @@ class TaskRegistry:
         history: HistoryMode | None = ...,
         default: bool = ...,
         key_namespace: str | None = ...,
-        trailing: Trailing | bool | None = ...,
+        trailing: Trailing | Debounce | bool | None = ...,
     ) -> Callable[[Callable[[T], object]], ClaimedTask[T]]: ...
 
     def task(

@@ -177,7 +177,10 @@ class FollowUpAdmin(LargeTableAdmin[FollowUp]):
     search_fields = ("key",)
     search_help_text = _("A key or the start of one (case-sensitive).")
     sortable_by = ("key", "created_at")
-    fields = ("key", "token", "task", "window_seconds", "created_at", "updated_at", "taken_at")
+    fields = (
+        *("key", "token", "task", "window_seconds", "created_at", "updated_at", "taken_at"),
+        *("debounce_seconds", "max_wait_seconds"),
+    )
     readonly_fields = fields
 
     def has_change_permission(self, request: HttpRequest, obj: FollowUp | None = None) -> bool:

@@ -58,6 +58,7 @@ from astral_taskclaim.claims.writing import (
 )
 from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, encode_json, message_body
 from astral_taskclaim.core.validation import (
+    Debounce,
     Trailing,
     validate_key,
     validate_trailing,
@@ -110,7 +111,7 @@ async def aenqueue_claimed(
     task: Any,
     *,
     window_seconds: float,
-    trailing: Trailing | bool | None = None,
+    trailing: Trailing | Debounce | bool | None = None,
     using: str | None = None,
 ) -> str | None:
     """Async :func:`~astral_taskclaim.claims.claim.enqueue_claimed`: sends

@@ -30,6 +30,7 @@ from astral_taskclaim.claims.writing import (
 from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, encode_json, message_body
 from astral_taskclaim.core.redaction import redacting_filter
 from astral_taskclaim.core.validation import (
+    Debounce,
     Trailing,
     validate_key,
     validate_trailing,
@@ -78,7 +79,7 @@ def enqueue_claimed(
     task: Any,
     *,
     window_seconds: float,
-    trailing: Trailing | bool | None = None,
+    trailing: Trailing | Debounce | bool | None = None,
     using: str | None = None,
 ) -> str | None:
     """Sends ``task`` to ``queue`` under a fresh claim of ``key``.

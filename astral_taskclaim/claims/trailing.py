@@ -41,7 +41,7 @@ from astral_taskclaim.core.envelope import (
     Envelope,
     message_body,
 )
-from astral_taskclaim.core.validation import Trailing
+from astral_taskclaim.core.validation import Debounce, Trailing
 from astral_taskclaim.db import statements
 from astral_taskclaim.queues.base import BaseQueue
 
@@ -84,17 +84,20 @@ def enqueue_trailing(
     task_json: str,
     *,
     window_seconds: float,
-    trailing: Trailing,
+    trailing: Trailing | Debounce,
     alias: str,
     joins: bool,
 ) -> Enqueued:
     """The trailing-mode enqueue of ``enqueue_claimed`` (arguments checked,
     ``task_json`` encoded, the plan made: ``joins``)."""
+    debounce = trailing if isinstance(trailing, Debounce) else None
     params = {
         "key": key,
         "task": task_json,
         "seconds": float(window_seconds),
-        "latest": trailing == "latest",
+        "latest": (debounce.keep if debounce else trailing) == "latest",
+        "debounce": debounce and float(debounce.seconds),
+        "max_wait": debounce and debounce.max_wait_seconds,
     }
     merged = run_in_savepoint(alias, "taskclaim/merge.sql", params)
     if merged:

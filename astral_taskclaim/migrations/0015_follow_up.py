@@ -38,6 +38,14 @@ class Migration(migrations.Migration):
                         blank=True, null=True, verbose_name="run started"
                     ),
                 ),
+                (
+                    "debounce_seconds",
+                    models.FloatField(blank=True, null=True, verbose_name="debounce (seconds)"),
+                ),
+                (
+                    "max_wait_seconds",
+                    models.FloatField(blank=True, null=True, verbose_name="maximum wait (seconds)"),
+                ),
             ],
             options={
                 "verbose_name": "follow-up run",

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.test import override_settings
 
-from astral_taskclaim import aenqueue_claimed, enqueue_claimed, enqueue_claimed_many
+from astral_taskclaim import Debounce, aenqueue_claimed, enqueue_claimed, enqueue_claimed_many
 from astral_taskclaim.claims.trailing import Enqueued
 from astral_taskclaim.consumer.consume import consume_claimed
 from astral_taskclaim.consumer.summary import ConsumeSummary
@@ -266,3 +266,61 @@ def test_the_command_takes_trailing(queue: PostgresQueue) -> None:
     )
     assert "doc:1 is claimed: follow up created" in err.getvalue()
     assert [task for _, _, task, _ in follow_ups()] == [2]
+
+
+def set_quiet_since(key: str, seconds_ago: float) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE taskclaim.follow_up SET updated_at = now() - make_interval(secs => %s) "
+            "WHERE key = %s",
+            [seconds_ago, key],
+        )
+
+
+def test_debounce_runs_once_the_key_is_quiet_with_the_latest_task(queue: PostgresQueue) -> None:
+    debounce = Debounce(30)
+    first = enqueue_claimed(queue, "doc:1", {"v": 1}, window_seconds=60, trailing=debounce)
+    second = enqueue_claimed(queue, "doc:1", {"v": 2}, window_seconds=60, trailing=debounce)
+    assert isinstance(first, Enqueued)
+    assert (first.outcome, getattr(second, "outcome", None)) == ("follow_up_created", "merged")
+    assert first == second
+    assert claims() == {}  # a free key is not claimed: nothing runs at once
+    [(body, wait)] = queued()
+    assert body["followUp"] is True
+    assert 25 < wait <= 30
+    make_visible()
+    ran: list[Any] = []
+    summary = consume(queue, ran)  # not quiet yet: it waits again
+    assert ran == []
+    assert summary.follow_up_waits == 1
+    [(_, wait)] = queued()
+    assert 25 < wait <= 30
+    set_quiet_since("doc:1", 31)
+    make_visible()
+    consume(queue, ran)
+    assert ran == [{"v": 2}]
+    assert claims()["doc:1"][0] == first  # and the window holds from its start
+
+
+def test_debounce_runs_no_later_than_its_maximum_wait(queue: PostgresQueue) -> None:
+    debounce = Debounce(30, max_wait_seconds=45, keep="first")
+    enqueue_claimed(queue, "doc:1", {"v": 1}, window_seconds=60, trailing=debounce)
+    enqueue_claimed(queue, "doc:1", {"v": 2}, window_seconds=60, trailing=debounce)
+    with connection.cursor() as cursor:  # the burst began 46 s ago, the last trigger just now
+        cursor.execute(
+            "UPDATE taskclaim.follow_up SET created_at = now() - interval '46 seconds' "
+            "WHERE key = 'doc:1'"
+        )
+    make_visible()
+    ran: list[Any] = []
+    consume(queue, ran)
+    assert ran == [{"v": 1}]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "culprit"),
+    [((0,), "Debounce seconds"), ((5, -1), "max_wait_seconds"), ((5, None, "last"), "keep")],
+)
+def test_a_bad_debounce_names_its_culprit(arguments: tuple[Any, ...], culprit: str) -> None:
+    with pytest.raises(ValueError, match=culprit):
+        Debounce(*arguments)

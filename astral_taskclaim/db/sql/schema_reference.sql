@@ -34,8 +34,12 @@ CREATE TABLE taskclaim.follow_up (
   window_seconds double precision NOT NULL,
   created_at timestamp with time zone NOT NULL,
   updated_at timestamp with time zone NOT NULL,
-  taken_at timestamp with time zone
+  taken_at timestamp with time zone,
+  debounce_seconds double precision,
+  max_wait_seconds double precision
 );
+ALTER TABLE taskclaim.follow_up ADD CONSTRAINT follow_up_debounce_seconds_check CHECK ((debounce_seconds > (0)::double precision));
+ALTER TABLE taskclaim.follow_up ADD CONSTRAINT follow_up_max_wait_seconds_check CHECK ((max_wait_seconds >= (0)::double precision));
 ALTER TABLE taskclaim.follow_up ADD CONSTRAINT follow_up_pkey PRIMARY KEY (token);
 ALTER TABLE taskclaim.follow_up ADD CONSTRAINT follow_up_window_seconds_check CHECK ((window_seconds >= (0)::double precision));
 CREATE INDEX follow_up_key ON taskclaim.follow_up USING btree (key);

@@ -18,7 +18,11 @@ CREATE TABLE taskclaim.follow_up
   created_at     timestamptz NOT NULL,
   updated_at     timestamptz NOT NULL,
   -- When a delivery of its message claimed the key and started its run.
-  taken_at       timestamptz
+  taken_at       timestamptz,
+  -- Debouncing (trailing=Debounce(...)): it runs once no trigger came for
+  -- debounce_seconds, or max_wait_seconds after created_at; else NULL.
+  debounce_seconds double precision CHECK (debounce_seconds > 0),
+  max_wait_seconds double precision CHECK (max_wait_seconds >= 0)
 );
 -- One pending follow-up per key; the key's rows, for the sends that supersede them.
 CREATE UNIQUE INDEX follow_up_pending_key ON taskclaim.follow_up (key) WHERE taken_at IS NULL;
