@@ -30,8 +30,7 @@ from astral_taskclaim.claims.writing import (
 from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, encode_json, message_body
 from astral_taskclaim.core.redaction import redacting_filter
 from astral_taskclaim.core.validation import (
-    Debounce,
-    Trailing,
+    TrailingOption,
     validate_key,
     validate_trailing,
     validate_window,
@@ -79,7 +78,7 @@ def enqueue_claimed(
     task: Any,
     *,
     window_seconds: float,
-    trailing: Trailing | Debounce | bool | None = None,
+    trailing: TrailingOption = None,
     using: str | None = None,
 ) -> str | None:
     """Sends ``task`` to ``queue`` under a fresh claim of ``key``.
