@@ -6,7 +6,8 @@ key claimed records the key's one pending follow-up run
 such trigger sends the follow-up's message, due when the claim ends
 (``taskclaim/trail.sql``). Later triggers while the claim holds merge into
 it, in one statement (``taskclaim/merge.sql``): in ``"latest"`` mode their
-task replaces its task, in ``"first"`` mode nothing is written.
+task replaces its task, in ``"first"`` mode nothing is written
+(``taskclaim/merge_first.sql``).
 The message's delivery claims the key for the follow-up's token and runs
 its task, or waits again while a claim still holds the key
 (``taskclaim/follow_up.sql``, :func:`take_follow_up`). A run sent at once
@@ -99,7 +100,9 @@ def enqueue_trailing(
         "debounce": debounce and float(debounce.seconds),
         "max_wait": debounce and debounce.max_wait_seconds,
     }
-    merged = run_in_savepoint(alias, "taskclaim/merge.sql", params)
+    writes = params["latest"] or debounce
+    merge = "taskclaim/merge.sql" if writes else "taskclaim/merge_first.sql"
+    merged = run_in_savepoint(alias, merge, params)
     if merged:
         return Enqueued(merged[0][0], "merged")
     token = params["token"] = str(uuid.uuid4())
