@@ -144,7 +144,11 @@ def take_follow_up(alias: str, found: Envelope) -> Envelope | float | None:
     task, window, wait = rows[0]
     if task is None:
         return max(float(wait), 0.0)
-    return Envelope(found.key, found.claim, window, json.loads(task))
+    try:
+        parsed = json.loads(task)
+    except ValueError:  # a row written by hand: the run's parse sees no task
+        parsed = None
+    return Envelope(found.key, found.claim, window, parsed)
 
 
 def hold_from_start(alias: str, found: Envelope) -> None:

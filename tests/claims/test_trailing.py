@@ -324,3 +324,21 @@ def test_debounce_runs_no_later_than_its_maximum_wait(queue: PostgresQueue) -> N
 def test_a_bad_debounce_names_its_culprit(arguments: tuple[Any, ...], culprit: str) -> None:
     with pytest.raises(ValueError, match=culprit):
         Debounce(*arguments)
+
+
+def test_a_follow_up_row_that_is_not_json_is_unparseable_not_a_stuck_worker(
+    queue: PostgresQueue,
+) -> None:
+    enqueue_claimed(queue, "doc:1", {"v": 1}, window_seconds=60, trailing=True)
+    enqueue_claimed(queue, "doc:1", {"v": 2}, window_seconds=60, trailing=True)
+    expire("doc:1")
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE taskclaim.follow_up SET task = '{not json'")
+        cursor.execute("DELETE FROM taskclaim.message WHERE body NOT LIKE '%%followUp%%'")
+    make_visible()
+    ran: list[Any] = []
+    summary = consume(queue, ran)
+    assert ran == []
+    assert summary.unparseable == 1
+    assert queued() == []
+    assert "doc:1" not in claims()  # released
