@@ -55,6 +55,7 @@ from astral_taskclaim.claims.writing import (
     release_params,
 )
 from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, encode_json, message_body
+from astral_taskclaim.core.tracing import traced_send
 from astral_taskclaim.core.validation import validate_key, validate_window
 from astral_taskclaim.db.aio_pool import aclose_pools, run
 
@@ -97,6 +98,7 @@ async def arelease_task(key: str, token: str, *, using: str | None = None) -> No
     await run(alias, "taskclaim/release.sql", params)
 
 
+@traced_send
 async def aenqueue_claimed(
     queue: Sender, key: str, task: Any, *, window_seconds: float, using: str | None = None
 ) -> str | None:

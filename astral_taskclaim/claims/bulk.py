@@ -25,6 +25,7 @@ from astral_taskclaim.claims.writing import (
 )
 from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, encode_json, message_body
 from astral_taskclaim.core.redaction import redacting_filter
+from astral_taskclaim.core.tracing import traced_send
 from astral_taskclaim.core.validation import validate_key, validate_window
 from astral_taskclaim.db import statements
 from astral_taskclaim.queues.base import PartlySentError, TextWriter
@@ -102,6 +103,7 @@ def _by_position(keys: Sequence[str], tokens: dict[str, str]) -> list[str | None
     return out
 
 
+@traced_send
 def enqueue_claimed_many(
     queue: Any,
     items: Iterable[tuple[str, Any]],

@@ -28,6 +28,7 @@ from astral_taskclaim.claims.writing import (
 )
 from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, encode_json, message_body
 from astral_taskclaim.core.redaction import redacting_filter
+from astral_taskclaim.core.tracing import traced_send
 from astral_taskclaim.core.validation import validate_key, validate_window
 from astral_taskclaim.db import statements
 
@@ -66,6 +67,7 @@ def release_task(key: str, token: str, *, using: str | None = None) -> None:
     statements.run(resolve_alias(using), "taskclaim/release.sql", params)
 
 
+@traced_send
 def enqueue_claimed(
     queue: Sender, key: str, task: Any, *, window_seconds: float, using: str | None = None
 ) -> str | None:
