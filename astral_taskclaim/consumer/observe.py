@@ -173,7 +173,7 @@ class _Run:
             isolation = self.scopes[0]
             isolation.clear_breadcrumbs()
             for tag, value in self.tags.items():
-                isolation.set_tag(tag, value)
+                isolation.set_tag(tag, str(value))
             isolation.set_transaction_name(self.task, source=source)
             if api.tracing_utils.has_tracing_enabled(sdk.get_client().options):
                 found = sdk.continue_trace(

@@ -39,7 +39,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 _extra: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
     "taskclaim_trace_extra", default=None
 )
-_tracers: dict[int, Any] = {}
+_tracer: tuple[Any, Any] | None = None
 
 
 def tracer() -> Any:
@@ -51,11 +51,11 @@ def tracer() -> Any:
     provider = trace.get_tracer_provider()
     if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
         return None
-    found = _tracers.get(id(provider))
-    if found is None:
+    global _tracer
+    if _tracer is None or _tracer[0] is not provider:
         # Per provider, not once: a project (or a test) may set another.
-        _tracers.clear()
-        found = _tracers[id(provider)] = provider.get_tracer(SCOPE)
+        _tracer = (provider, provider.get_tracer(SCOPE))
+    found = _tracer[1]
     return found
 
 

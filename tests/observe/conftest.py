@@ -63,7 +63,7 @@ def sentry() -> Iterator[Received]:
     with serving() as (url, received):
         host = url.removeprefix("http://")
         options: dict[str, Any] = {"traces_sample_rate": 1.0, "integrations": [DjangoIntegration()]}
-        client = sentry_sdk.init(dsn=f"http://public@{host}/1", **options)
+        sentry_sdk.init(dsn=f"http://public@{host}/1", **options)
         yield received
         sentry_sdk.flush(10)
-        client.__exit__(None, None, None)  # closes the client: Sentry is off again
+        sentry_sdk.get_client().close()  # Sentry is off again

@@ -100,16 +100,19 @@ def test_the_run_is_the_child_of_the_enqueue_and_the_enqueue_of_the_request(
     assert process.context.trace_id == request.get_span_context().trace_id
     assert carried["traceparent"].split("-")[2] == f"{send.context.span_id:016x}"
     assert send.attributes["messaging.message.id"] == token
-    assert dict(process.attributes).items() >= {
-        "messaging.system": "postgres",
-        "messaging.destination.name": "jobs",
-        "messaging.operation.type": "process",
-        "messaging.message.id": token,
-        "taskclaim.key": "k:1",
-        "taskclaim.task": "tests.observed",
-        "taskclaim.attempt": 1,
-        "taskclaim.outcome": "ok",
-    }.items()
+    assert (
+        dict(process.attributes).items()
+        >= {
+            "messaging.system": "postgres",
+            "messaging.destination.name": "jobs",
+            "messaging.operation.type": "process",
+            "messaging.message.id": token,
+            "taskclaim.key": "k:1",
+            "taskclaim.task": "tests.observed",
+            "taskclaim.attempt": 1,
+            "taskclaim.outcome": "ok",
+        }.items()
+    )
     assert process.status.status_code == StatusCode.UNSET
 
 
