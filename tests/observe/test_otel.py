@@ -74,7 +74,8 @@ def test_without_a_tracer_provider_bodies_are_the_wire_format_byte_for_byte(
     queue: PostgresQueue,
 ) -> None:
     # Both SDKs are imported here, neither set up: nothing changes.
-    assert "opentelemetry.trace" in sys.modules and "sentry_sdk" in sys.modules
+    assert "opentelemetry.trace" in sys.modules
+    assert "sentry_sdk" in sys.modules
     token = enqueue_claimed(queue, "k:1", {"id": 1}, window_seconds=300)
     [many] = enqueue_claimed_many(queue, [("k:2", {"id": 2})], window_seconds=300)
     assert bodies(queue) == [
@@ -94,7 +95,8 @@ def test_the_run_is_the_child_of_the_enqueue_and_the_enqueue_of_the_request(
     work(queue, lambda task: None)
     [send] = named(spans, "send jobs")
     [process] = named(spans, "process jobs")
-    assert send.kind == SpanKind.PRODUCER and process.kind == SpanKind.CONSUMER
+    assert send.kind == SpanKind.PRODUCER
+    assert process.kind == SpanKind.CONSUMER
     assert send.parent.span_id == request.get_span_context().span_id
     assert process.parent.span_id == send.context.span_id
     assert process.context.trace_id == request.get_span_context().trace_id
