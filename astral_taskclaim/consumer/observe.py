@@ -25,6 +25,7 @@ whose id the body carries, closed ``ok`` or ``error`` when the run ends.
 
 from __future__ import annotations
 
+import contextvars
 import re
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping
@@ -172,6 +173,7 @@ class _Run:
         with self.entered():
             isolation = self.scopes[0]
             isolation.clear_breadcrumbs()
+            isolation.add_event_processor(_without_failure_records)
             for tag, value in self.tags.items():
                 isolation.set_tag(tag, str(value))
             isolation.set_transaction_name(self.task, source=source)
@@ -188,8 +190,15 @@ class _Run:
     def _finish(self, decision: Decision, sdk: Any) -> None:
         error = decision.exception
         if sdk is not None and error is not None and _captures(decision):
-            sdk.capture_exception(error)  # inside the run's scopes (entered)
+            # In a context of its own: Sentry's deduplication (a context
+            # variable) saw this exception in the give-up's log record, whose
+            # event _without_failure_records dropped for this one.
+            contextvars.Context().run(self._capture, sdk, error)
         self._end(decision, error, sdk)
+
+    def _capture(self, sdk: Any, error: BaseException) -> None:
+        with self.entered():
+            sdk.capture_exception(error)
 
     def _end(self, decision: Decision | None, error: BaseException | None, sdk: Any) -> None:
         outcome = decision.outcome if decision is not None else "interrupted"
@@ -219,6 +228,17 @@ def _sentry_api() -> Any:
     from sentry_sdk import crons, scope, tracing, tracing_utils
 
     return SimpleNamespace(crons=crons, scope=scope, tracing=tracing, tracing_utils=tracing_utils)
+
+
+#: The consumer's log records of a failed attempt: the run's own event (as
+#: ``TASKCLAIM_SENTRY`` says) stands for them, so Sentry's logging
+#: integration makes no second one of them.
+_FAILURE_RECORDS = frozenset({"queue.task_retrying", "queue.task_failed", "queue.task_abandoned"})
+
+
+def _without_failure_records(event: Any, hint: Any) -> Any:
+    record = hint.get("log_record") if isinstance(hint, dict) else None
+    return None if getattr(record, "event", None) in _FAILURE_RECORDS else event
 
 
 def _captures(decision: Decision) -> bool:

@@ -176,3 +176,36 @@ def test_a_schedule_slot_starts_a_trace_of_its_own(
     assert slot.parent is None
     assert send.parent.span_id == slot.context.span_id
     assert slot.attributes["taskclaim.slot"] == "2026-01-01T03:00:00Z"
+
+
+def test_a_django_task_run_is_the_child_of_its_enqueue(spans: InMemorySpanExporter) -> None:
+    from tests.tasks_backend import jobs
+    from tests.tasks_backend.running import drain
+
+    tracer = trace.get_tracer("tests")
+    try:
+        with tracer.start_as_current_span("GET /add", kind=SpanKind.SERVER):
+            result = jobs.add.enqueue(2, b=3)
+        drain()
+        [send] = named(spans, "send default")
+        [process] = named(spans, "process default")
+        assert send.attributes["taskclaim.task"] == jobs.add.module_path
+        assert process.attributes["taskclaim.task"] == jobs.add.module_path
+        assert process.attributes["messaging.message.id"] == result.id
+        assert process.parent.span_id == send.context.span_id
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM taskclaim.message WHERE queue = 'default'")
+            cursor.execute("DELETE FROM taskclaim.task_result")
+
+
+def test_the_outbox_keeps_the_trace_context_for_the_relay(
+    cloudflare_outbox: Any, spans: InMemorySpanExporter
+) -> None:
+    with trace.get_tracer("tests").start_as_current_span("request"):
+        assert enqueue_claimed(queues[cloudflare_outbox.alias], "k:1", {}, window_seconds=60)
+    [row] = cloudflare_outbox.rows()
+    [send] = named(spans, f"send {cloudflare_outbox.alias}")
+    traceparent = json.loads(row)["trace"]["traceparent"]
+    assert traceparent.startswith(f"00-{send.context.trace_id:032x}-{send.context.span_id:016x}-")
+    assert send.attributes["messaging.system"] == "cloudflare"

@@ -71,8 +71,10 @@ def test_two_failing_runs_side_by_side_are_captured_each_in_its_own_scope(
         raise RuntimeError(f"run {task['id']} failed")
 
     work(queue, fail, concurrency=2, max_retries=0)
-    events = sentry.wait_for(lambda items: len(of_type(sentry, "event")) == 2)
+    # One event a run: the run's own, not the give-up's log record too.
     events = sorted(of_type(sentry, "event"), key=lambda e: e["tags"]["taskclaim.key"])
+    assert len(events) == 2
+    assert not any("logentry" in event for event in events)
     for id_, (event, token) in enumerate(zip(events, tokens, strict=True), start=1):
         assert event["tags"] == {
             "mine": id_,
@@ -112,6 +114,27 @@ def test_with_give_ups_only_a_retried_attempt_is_not_captured_but_traced(
     assert transaction["tags"]["taskclaim.outcome"] == "retried"
 
 
+@pytest.mark.parametrize(("capture", "expected"), [("failures", 2), ("give_ups", 1), (None, 0)])
+def test_the_setting_says_which_failed_attempts_are_captured(
+    queue: PostgresQueue, sentry: Received, capture: str | None, expected: int
+) -> None:
+    enqueue_claimed(queue, "k:1", {"id": 1}, window_seconds=300)
+
+    def fail(task: Any) -> None:
+        raise RuntimeError("down")
+
+    with override_settings(TASKCLAIM_SENTRY={"capture": capture}):
+        task = TaskRegistry().task(queue="jobs", name="tests.observed", max_retries=1)(fail)
+        for _ in range(20):  # the retry comes due at once (the delay scale)
+            Worker("jobs", task=task, backend=queue, burst=True, wait=0).run()
+            if len(of_type(sentry, "transaction")) == 2:
+                break
+            sentry_sdk.flush(10)
+        sentry_sdk.flush(10)
+    attempts = [e["tags"]["taskclaim.attempt"] for e in of_type(sentry, "event")]
+    assert attempts == ["1", "2"][2 - expected :]
+
+
 def test_a_schedule_slot_checks_in_and_its_run_closes_the_check_in(
     queue: PostgresQueue, sentry: Received
 ) -> None:
@@ -148,3 +171,17 @@ def test_a_bad_sentry_setting_is_e006(value: object) -> None:
         [found] = check_settings()
     assert found.id == "astral_taskclaim.E006"
     assert "TASKCLAIM_SENTRY" in found.msg
+
+
+def test_the_run_transaction_continues_the_trace_of_the_request(
+    queue: PostgresQueue, sentry: Received
+) -> None:
+    with sentry_sdk.start_transaction(name="GET /refresh", op="http.server") as request:
+        enqueue_claimed(queue, "k:1", {"id": 1}, window_seconds=300)
+    work(queue, lambda task: None)
+    sentry.wait_for(lambda items: len(of_type(sentry, "transaction")) == 2)
+    [run] = [t for t in of_type(sentry, "transaction") if t["transaction"] == "tests.observed"]
+    assert run["contexts"]["trace"]["trace_id"] == request.trace_id
+    assert run["contexts"]["trace"]["parent_span_id"] == request.span_id
+    assert run["contexts"]["trace"]["status"] == "ok"
+    assert run["tags"]["taskclaim.key"] == "k:1"
