@@ -26,6 +26,7 @@ whose id the body carries, closed ``ok`` or ``error`` when the run ends.
 from __future__ import annotations
 
 import contextvars
+import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping
@@ -37,6 +38,7 @@ from astral_taskclaim.consumer.retry import RetryAfter
 from astral_taskclaim.consumer.summary import Decision, Message
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.envelope import Envelope
+from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.tracing import (
     TRACE_FIELD,
     carrying,
@@ -47,6 +49,8 @@ from astral_taskclaim.core.tracing import (
     tracer,
 )
 from astral_taskclaim.queues import queues
+
+logger = logging.getLogger(__name__)
 
 Attempt = Generator[Awaitable[object], object, Decision]
 
@@ -85,7 +89,7 @@ class _Run:
         self, queue: str, task: str, found: Envelope, attempt: int, headers: dict[str, str]
     ) -> None:
         self.queue, self.task, self.found, self.attempt = queue, task, found, attempt
-        self.headers, self.started = headers, time.time()
+        self.headers = headers
         self.span: Any = None
         self.context: Any = None
         self.scopes: tuple[Any, Any] | None = None
@@ -102,10 +106,11 @@ class _Run:
         }
 
     def steps(self, attempt: Attempt, otel: Any, sdk: Any) -> Attempt:
-        if otel is not None:
-            self._start_span(otel)
-        if sdk is not None:
-            self._start_scope(sdk)
+        with _unless_failing("start"):
+            if otel is not None:
+                self._start_span(otel)
+            if sdk is not None:
+                self._start_scope(sdk)
         sent: object = None
         thrown: BaseException | None = None
         try:
@@ -115,7 +120,8 @@ class _Run:
                         step = attempt.send(sent) if thrown is None else attempt.throw(thrown)
                     except StopIteration as stop:
                         decision: Decision = stop.value
-                        self._finish(decision, sdk)
+                        with _unless_failing("end"):
+                            self._finish(decision, sdk)
                         return decision
                 try:
                     sent, thrown = (yield self._inside(step)), None
@@ -123,7 +129,8 @@ class _Run:
                     sent, thrown = None, error
         except BaseException as error:
             # Not the task's failure (that is a decision): the consumer's own.
-            self._end(None, error, sdk)
+            with _unless_failing("end"):
+                self._end(None, error, sdk)
             raise
 
     @contextmanager
@@ -146,8 +153,9 @@ class _Run:
             return await awaitable
 
     def _start_span(self, otel: Any) -> None:
-        _, propagate, trace = otel_api()
-        parent = propagate.extract(self.headers)
+        context, propagate, trace = otel_api()
+        # A body without a trace starts one, whatever the worker's thread has current.
+        parent = propagate.extract(self.headers, context=context.Context())
         try:
             system = messaging_system(queues[self.queue])
         except Exception:  # a consumer of a queue not in the settings
@@ -221,6 +229,19 @@ class _Run:
         slug, check_in = self.headers.get(MONITOR_SLUG), self.headers.get(CHECK_IN_ID)
         if slug and check_in and outcome != "retried" and app_settings.SENTRY["crons"]:
             _check_in(sdk, slug, check_in, "ok" if outcome == "ok" else "error", self.headers)
+
+
+@contextmanager
+def _unless_failing(stage: str) -> Iterator[None]:
+    """Logs (``observe.failed``) what an SDK raised: the run goes on, and is settled."""
+    try:
+        yield
+    except Exception as error:
+        logger.warning(
+            "tracing the run failed (%s): %s",
+            *(stage, printable(f"{type(error).__name__}: {error}")),
+            extra={"event": "observe.failed", "stage": stage},
+        )
 
 
 def _sentry_api() -> Any:

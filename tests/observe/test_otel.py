@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.test import override_settings
-from opentelemetry import trace
+from opentelemetry import propagate, trace
+from opentelemetry.propagators.textmap import TextMapPropagator
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -209,3 +210,46 @@ def test_the_outbox_keeps_the_trace_context_for_the_relay(
     traceparent = json.loads(row)["trace"]["traceparent"]
     assert traceparent.startswith(f"00-{send.context.trace_id:032x}-{send.context.span_id:016x}-")
     assert send.attributes["messaging.system"] == "cloudflare"
+
+
+def test_a_body_without_a_trace_starts_one_of_its_own(
+    queue: PostgresQueue, spans: InMemorySpanExporter
+) -> None:
+    # As the TypeScript package sends it: the four fields only.
+    queue.send({"key": "k:1", "claim": str(uuid.uuid4()), "windowSeconds": 300, "task": {}})
+    with trace.get_tracer("tests").start_as_current_span("around the worker"):
+        work(queue, lambda task: None)
+    [process] = named(spans, "process jobs")
+    assert process.parent is None
+    assert process.attributes["taskclaim.outcome"] == "ok"
+
+
+class _Broken(TextMapPropagator):
+    """A project's propagator that raises on a body's trace."""
+
+    def extract(self, carrier: Any, context: Any = None, getter: Any = None) -> Any:
+        raise RuntimeError("broken propagator")
+
+    def inject(self, carrier: Any, context: Any = None, setter: Any = None) -> None:
+        carrier["traceparent"] = "not a traceparent"
+
+    @property
+    def fields(self) -> set[str]:
+        return {"traceparent"}
+
+
+def test_a_failing_sdk_is_logged_and_the_run_goes_on(
+    queue: PostgresQueue, spans: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
+) -> None:
+    previous = propagate.get_global_textmap()
+    propagate.set_global_textmap(_Broken())
+    try:
+        enqueue_claimed(queue, "k:1", {"id": 1}, window_seconds=300)
+        ran: list[Any] = []
+        work(queue, ran.append)
+    finally:
+        propagate.set_global_textmap(previous)
+    assert ran == [{"id": 1}]
+    [record] = [r for r in caplog.records if getattr(r, "event", None) == "observe.failed"]
+    assert record.stage == "start"  # type: ignore[attr-defined]
+    assert "broken propagator" in record.getMessage()
