@@ -23,11 +23,15 @@ if TYPE_CHECKING:
     )
     from astral_taskclaim.claims.bulk import claim_tasks, enqueue_claimed_many
     from astral_taskclaim.claims.claim import claim_task, enqueue_claimed, hold_task, release_task
+    from astral_taskclaim.claims.trailing import Enqueued
     from astral_taskclaim.consumer.consume import consume_claimed
     from astral_taskclaim.consumer.retry import retry_delay_seconds
+    from astral_taskclaim.core.validation import Debounce
 
 # Public name → the module defining it.
 _EXPORTS = {
+    "Debounce": "core.validation",
+    "Enqueued": "claims.trailing",
     "aclaim_task": "claims.async_api",
     "aenqueue_claimed": "claims.async_api",
     "ahold_task": "claims.async_api",
@@ -43,6 +47,8 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "Debounce",
+    "Enqueued",
     "__version__",
     "aclaim_task",
     "aenqueue_claimed",

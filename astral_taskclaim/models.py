@@ -1,7 +1,8 @@
 """The app's models: Django's view of the tables its SQL migrations create.
 
-:class:`Claim` (``taskclaim.claim``) and :class:`ClaimedRun`
-(``taskclaim.run``) are defined here; the PostgreSQL queue's
+:class:`Claim` (``taskclaim.claim``), :class:`FollowUp`
+(``taskclaim.follow_up``) and :class:`ClaimedRun` (``taskclaim.run``) are
+defined here; the PostgreSQL queue's
 :class:`QueueMessage` (``taskclaim.message``) lives with that queue, the
 remote queues' :class:`OutboxRow` (``taskclaim.outbox``) with their outbox,
 the tasks backend's :class:`StoredTaskResult` (``taskclaim.task_result``) with
@@ -30,6 +31,7 @@ __all__ = [
     "Claim",
     "ClaimQuerySet",
     "ClaimedRun",
+    "FollowUp",
     "OutboxRow",
     "OutboxRowQuerySet",
     "QueueMessage",
@@ -74,6 +76,33 @@ class Claim(SqlOwnedModel):
     def is_active(self) -> bool:
         """Whether the claim still holds its key (by this process's clock)."""
         return bool(self.expires_at >= timezone.now())
+
+
+class FollowUp(SqlOwnedModel):
+    """A key's follow-up run (``trailing`` triggers): pending until its
+    message's delivery claims the key and takes it (see
+    :mod:`astral_taskclaim.claims.trailing`). Unmanaged: the app's SQL owns
+    the table."""
+
+    token = models.UUIDField(_("token"), primary_key=True)
+    key = models.TextField(_("key"))
+    # Text, not JSON: what the enqueue wrote, as its run reads it.
+    task = models.TextField(_("task"))
+    window_seconds = models.FloatField(_("window (seconds)"))
+    created_at = LoadableDateTimeField(_("first trigger"))
+    updated_at = LoadableDateTimeField(_("latest write"))
+    taken_at = LoadableDateTimeField(_("run started"), null=True, blank=True)
+    debounce_seconds = models.FloatField(_("debounce (seconds)"), null=True, blank=True)
+    max_wait_seconds = models.FloatField(_("maximum wait (seconds)"), null=True, blank=True)
+
+    class Meta(SqlOwnedModel.Meta):
+        db_table = '"taskclaim"."follow_up"'
+        verbose_name = _("follow-up run")
+        verbose_name_plural = _("follow-up runs")
+        ordering = ("created_at",)
+
+    def __str__(self) -> str:
+        return f"{self.key} {self.pk}"
 
 
 #: The statuses of :class:`ClaimedRun`.

@@ -2,14 +2,11 @@
 
 In an installed app's ``tasks`` module (imported when Django starts)::
 
-    from astral_taskclaim.tasks import RetryAfter, claimed_task
+    from astral_taskclaim.tasks import claimed_task
 
     @claimed_task(queue="refresh", max_retries=3, window_seconds=300)
     def refresh_project(task):
-        response = client.refresh(task["id"])
-        if response.status_code == 429:
-            raise RetryAfter(int(response.headers["Retry-After"]) * 1000)
-        response.raise_for_status()
+        client.refresh(task["id"]).raise_for_status()
 
     refresh_project.enqueue(f"project:{project.pk}", {"id": project.pk})
 
@@ -34,9 +31,12 @@ from astral_taskclaim.consumer.dispatch import QueueConsumer, naming_task
 from astral_taskclaim.consumer.retry import RetryAfter, RetryAfterMs, requested_retry_after_ms
 from astral_taskclaim.consumer.summary import ConsumeSummary, TaskOptions, history_note
 from astral_taskclaim.core.validation import (
+    Debounce,
+    Trailing,
     validate_callable,
     validate_max_retries,
     validate_text,
+    validate_trailing,
     validate_window,
 )
 from astral_taskclaim.queues import MessageBatch, queues
@@ -72,6 +72,8 @@ class ClaimedTask(Generic[T]):
     or ``"none"``; ``None`` (the default) takes the queue's ``HISTORY``.
     ``default``: the task of its queue's messages that name none.
     ``key_namespace``: claim keys as ``"<namespace>:<key>"``, apart from other tasks' keys.
+    ``trailing`` (``"latest"``, ``"first"``): a trigger on a claimed key is
+    never dropped but becomes its follow-up run (:doc:`/flow-control`).
     """
 
     def __init__(
@@ -87,6 +89,7 @@ class ClaimedTask(Generic[T]):
         history: HistoryMode | None = None,
         default: bool = False,
         key_namespace: str | None = None,
+        trailing: Trailing | Debounce | bool | None = None,
     ) -> None:
         if not callable(run):
             raise TypeError(f"a claimed task must decorate a function, got {run!r}")
@@ -114,6 +117,7 @@ class ClaimedTask(Generic[T]):
         self.window_seconds = window_seconds
         self.default = bool(default)
         self.key_namespace = key_namespace
+        self.trailing = validate_trailing(trailing)
         #: The registry holding this task, which says whether its queue has others.
         self.registry: TaskRegistry | None = None
         functools.update_wrapper(self, run)
@@ -156,9 +160,8 @@ class ClaimedTask(Generic[T]):
             return naming_task(backend, self.name)
         return backend
 
-    def _options(self, options: EnqueueOptions, method: str) -> _Resolved:
-        """``options`` with the task's window filled in; a ``TypeError`` for
-        an unknown keyword, as a signature would raise."""
+    def _options(self, options: EnqueueOptions, method: str) -> dict[str, Any]:
+        """``options`` with the task's defaults; ``TypeError`` for an unknown keyword."""
         if unknown := options.keys() - EnqueueOptions.__optional_keys__:
             raise TypeError(f"{self.name}.{method}() got unexpected keyword {sorted(unknown)[0]!r}")
         window = options.get("window_seconds")
@@ -167,7 +170,8 @@ class ClaimedTask(Generic[T]):
             raise ValueError(
                 f"{self.name}.{method}() needs window_seconds (the task declares no default)"
             )
-        return {"window_seconds": window, "using": options.get("using")}
+        trailing = options.get("trailing", self.trailing)
+        return {"window_seconds": window, "trailing": trailing, "using": options.get("using")}
 
     def consumer(self, *, using: str | None = None) -> Consumer:
         """What runs this task's messages (the worker calls its ``consume_one``),
@@ -193,11 +197,8 @@ class EnqueueOptions(TypedDict, total=False):
     window_seconds: float | None
     #: The database alias (``TASKCLAIM_DATABASE`` when ``None``).
     using: str | None
-
-
-class _Resolved(TypedDict):
-    window_seconds: float
-    using: str | None
+    #: A trigger on a claimed key becomes its follow-up run; the task's ``trailing`` when absent.
+    trailing: Trailing | Debounce | bool | None
 
 
 class TaskRegistry:
@@ -309,6 +310,7 @@ class TaskRegistry:
         history: HistoryMode | None = ...,
         default: bool = ...,
         key_namespace: str | None = ...,
+        trailing: Trailing | Debounce | bool | None = ...,
     ) -> Callable[[Callable[[T], object]], ClaimedTask[T]]: ...
 
     def task(
@@ -340,8 +342,7 @@ def _shared_with_runner(queue: str, runner: QueueConsumer, task: str) -> Imprope
 
 #: The registry ``claimed_task`` and ``manage.py consume_claimed`` use.
 registry = TaskRegistry()
-#: ``@claimed_task(queue=..., max_retries=3, parse=None, retry_after_ms=None, name=None,
-#: window_seconds=None, history=None, default=False, key_namespace=None)``: on :data:`registry`.
+#: ``@claimed_task(queue=..., ...)``: :meth:`TaskRegistry.task` on :data:`registry`.
 claimed_task = registry.task
 
 

@@ -40,6 +40,7 @@ ROWS: list[tuple[str, str, str, str]] = [
     ),
     ("13", "public_paths", "Django's public paths vs the package's own", "recorded"),
     ("14", "tracing_row", "OpenTelemetry tracing on vs off, row 4.7", "recorded"),
+    ("15", "flow_control", "hot keys with trailing runs", "≥ 3x TypeScript upsert; ≥ 0.8x floor"),
 ]
 
 

@@ -82,12 +82,12 @@ def empty_claims() -> Iterator[None]:
     """An empty claim table before and after the test (transactional tests
     do not flush the unmanaged table)."""
     with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE taskclaim.claim")
+        cursor.execute("TRUNCATE taskclaim.claim, taskclaim.follow_up")
     yield
     if not connection.in_atomic_block:
         connection.close_if_unusable_or_obsolete()  # a test may have broken it
     with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE taskclaim.claim")
+        cursor.execute("TRUNCATE taskclaim.claim, taskclaim.follow_up")
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from astral_taskclaim.admin.claimed_runs import ClaimedRunAdmin
-from astral_taskclaim.admin.claims import ClaimAdmin
+from astral_taskclaim.admin.claims import ClaimAdmin, FollowUpAdmin
 from astral_taskclaim.admin.messages import QueueMessageAdmin
 from astral_taskclaim.admin.outbox import OutboxRowAdmin
 from astral_taskclaim.admin.results import TaskResultAdmin
@@ -22,6 +22,7 @@ from astral_taskclaim.admin.schedules import ScheduleAdmin
 from astral_taskclaim.models import (
     Claim,
     ClaimedRun,
+    FollowUp,
     OutboxRow,
     QueueMessage,
     ScheduleRecord,
@@ -31,6 +32,7 @@ from astral_taskclaim.models import (
 __all__ = [
     "ClaimAdmin",
     "ClaimedRunAdmin",
+    "FollowUpAdmin",
     "OutboxRowAdmin",
     "QueueMessageAdmin",
     "ScheduleAdmin",
@@ -38,6 +40,7 @@ __all__ = [
 ]
 
 admin.site.register(Claim, ClaimAdmin)
+admin.site.register(FollowUp, FollowUpAdmin)
 admin.site.register(QueueMessage, QueueMessageAdmin)
 admin.site.register(OutboxRow, OutboxRowAdmin)
 admin.site.register(StoredTaskResult, TaskResultAdmin)

@@ -33,7 +33,7 @@ from astral_taskclaim.admin.times import (
     shown_time,
     with_safe_times,
 )
-from astral_taskclaim.models import Claim, ClaimQuerySet
+from astral_taskclaim.models import Claim, ClaimQuerySet, FollowUp
 
 logger = logging.getLogger(__name__)
 
@@ -166,3 +166,34 @@ class ClaimAdmin(LargeTableAdmin[Claim]):
             **(extra_context or {}),
         }
         return super().changelist_view(request, extra_context=context)
+
+
+class FollowUpAdmin(LargeTableAdmin[FollowUp]):
+    """Browse the keys' follow-up runs (``trailing``): pending ones wait
+    for their key's claim to end. Read-only; deleting a pending one (the
+    ``delete_followup`` permission) cancels it."""
+
+    list_display = ("key", "pending", "created_at", "updated_at", "window_seconds", "token")
+    search_fields = ("key",)
+    search_help_text = _("A key or the start of one (case-sensitive).")
+    sortable_by = ("key", "created_at")
+    fields = (
+        *("key", "token", "task", "window_seconds", "created_at", "updated_at", "taken_at"),
+        *("debounce_seconds", "max_wait_seconds"),
+    )
+    readonly_fields = fields
+
+    def has_change_permission(self, request: HttpRequest, obj: FollowUp | None = None) -> bool:
+        return False
+
+    @admin.display(description=_("pending"), boolean=True)
+    def pending(self, obj: FollowUp) -> bool:
+        return obj.taken_at is None
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[FollowUp], search_term: str
+    ) -> tuple[QuerySet[FollowUp], bool]:
+        """Keys starting with the whole term."""
+        if not search_term or "\x00" in search_term:
+            return (queryset.none() if search_term else queryset), False
+        return queryset.filter(key__startswith=search_term), False

@@ -38,6 +38,7 @@ send, so the key is never left claimed with nothing queued.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import uuid
@@ -45,6 +46,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
+from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.claims.writing import (
     Sender,
     async_write_alias,
@@ -56,7 +58,13 @@ from astral_taskclaim.claims.writing import (
 )
 from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, encode_json, message_body
 from astral_taskclaim.core.tracing import traced_send
-from astral_taskclaim.core.validation import validate_key, validate_window
+from astral_taskclaim.core.validation import (
+    Debounce,
+    Trailing,
+    validate_key,
+    validate_trailing,
+    validate_window,
+)
 from astral_taskclaim.db.aio_pool import aclose_pools, run
 
 __all__ = [
@@ -100,7 +108,13 @@ async def arelease_task(key: str, token: str, *, using: str | None = None) -> No
 
 @traced_send
 async def aenqueue_claimed(
-    queue: Sender, key: str, task: Any, *, window_seconds: float, using: str | None = None
+    queue: Sender,
+    key: str,
+    task: Any,
+    *,
+    window_seconds: float,
+    trailing: Trailing | Debounce | bool | None = None,
+    using: str | None = None,
 ) -> str | None:
     """Async :func:`~astral_taskclaim.claims.claim.enqueue_claimed`: sends
     ``task`` to ``queue`` under a fresh claim of ``key``; the claim token,
@@ -111,9 +125,18 @@ async def aenqueue_claimed(
     remote queue with an outbox), claim and message commit in one
     statement; otherwise the claim commits, then ``queue.send`` runs in
     a worker thread, and a failed send releases the claim and re-raises.
+    ``trailing`` as for the sync function, which then runs in a thread.
     """
     validate_key(key)
     validate_window(window_seconds)
+    if validate_trailing(trailing) is not None:
+        alias = async_write_alias(using, "aenqueue_claimed")
+        enqueue = sync_to_async(
+            functools.partial(
+                enqueue_claimed, window_seconds=window_seconds, trailing=trailing, using=alias
+            )
+        )
+        return await asyncio.shield(enqueue(queue, key, task))
     task_json = encode_json(task, name="task")
     if not callable(getattr(queue, "send", None)):
         raise TypeError(f"queue must have a send(body) method, got {type(queue).__name__}")

@@ -9,13 +9,16 @@ statement parameters (:mod:`~astral_taskclaim.db.statements`).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 from django.db import DatabaseError, connections, transaction
 
+from astral_taskclaim.claims.trailing import enqueue_trailing, trailing_queue
 from astral_taskclaim.claims.writing import (
     discard_broken_connection,
     log_release_failure,
@@ -26,7 +29,13 @@ from astral_taskclaim.claims.writing import (
 from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, encode_json, message_body
 from astral_taskclaim.core.redaction import redacting_filter
 from astral_taskclaim.core.tracing import traced_send
-from astral_taskclaim.core.validation import validate_key, validate_window
+from astral_taskclaim.core.validation import (
+    Debounce,
+    Trailing,
+    validate_key,
+    validate_trailing,
+    validate_window,
+)
 from astral_taskclaim.db import statements
 from astral_taskclaim.queues.base import PartlySentError, TextWriter
 
@@ -109,6 +118,7 @@ def enqueue_claimed_many(
     items: Iterable[tuple[str, Any]],
     *,
     window_seconds: float,
+    trailing: Trailing | Debounce | bool | None = None,
     using: str | None = None,
 ) -> list[str | None]:
     """Sends each ``(key, task)`` of ``items`` under a fresh claim of its key.
@@ -136,16 +146,30 @@ def enqueue_claimed_many(
     repeated ones included: ``ImproperlyConfigured`` naming the queue for
     serious configuration errors, and the queue's ``encode`` error (naming
     the queue and the limit) for a body too big or otherwise unsendable.
+
+    ``trailing``: each item as :func:`~astral_taskclaim.claims.claim.enqueue_claimed`
+    with ``trailing`` would do it, in order (one transaction where the
+    queue's messages join it); each position an
+    :class:`~astral_taskclaim.claims.trailing.Enqueued`.
     """
     if not callable(getattr(queue, "send_many", None)):
         raise TypeError(f"queue must have a send_many(bodies) method, got {type(queue).__name__}")
     pairs, texts = _validated_items(items)
     validate_window(window_seconds)
+    mode = validate_trailing(trailing)
     alias = resolve_alias(using)
     keys = [key for key, _ in pairs]
     size = _batch_size(queue)
     placeholders = (message_body(k, PLACEHOLDER_TOKEN, window_seconds, t) for k, t in pairs)
     how = plan(queue, alias, function="enqueue_claimed_many", placeholders=placeholders)
+    if mode is not None:
+        sender = trailing_queue(queue)
+        with transaction.atomic(using=alias) if how.joins else nullcontext():
+            enqueue = functools.partial(
+                enqueue_trailing, window_seconds=window_seconds, alias=alias, joins=how.joins
+            )
+            both = zip(pairs, texts, strict=True)
+            return [enqueue(sender, k, t, text, trailing=mode) for (k, t), text in both]
     if how.insert is not None:
         bodies = _statement_bodies(how.insert.writer(window_seconds), pairs, texts)
         fresh = [token for token, _ in bodies.values()]

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.db import connections, transaction
 
+from astral_taskclaim.claims.trailing import enqueue_trailing, trailing_queue
 from astral_taskclaim.claims.writing import (
     Sender,
     claim_params,
@@ -29,7 +30,13 @@ from astral_taskclaim.claims.writing import (
 from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, encode_json, message_body
 from astral_taskclaim.core.redaction import redacting_filter
 from astral_taskclaim.core.tracing import traced_send
-from astral_taskclaim.core.validation import validate_key, validate_window
+from astral_taskclaim.core.validation import (
+    Debounce,
+    Trailing,
+    validate_key,
+    validate_trailing,
+    validate_window,
+)
 from astral_taskclaim.db import statements
 
 logger = logging.getLogger(__name__)
@@ -69,7 +76,13 @@ def release_task(key: str, token: str, *, using: str | None = None) -> None:
 
 @traced_send
 def enqueue_claimed(
-    queue: Sender, key: str, task: Any, *, window_seconds: float, using: str | None = None
+    queue: Sender,
+    key: str,
+    task: Any,
+    *,
+    window_seconds: float,
+    trailing: Trailing | Debounce | bool | None = None,
+    using: str | None = None,
 ) -> str | None:
     """Sends ``task`` to ``queue`` under a fresh claim of ``key``.
 
@@ -100,15 +113,36 @@ def enqueue_claimed(
     together, and a failed send rolls the claim back to a savepoint. Any
     other queue raises ``TransactionManagementError`` before claiming; use
     ``transaction.on_commit()`` to enqueue after the commit instead.
+
+    ``trailing`` (``"latest"``, ``"first"``; ``True`` is ``"latest"``): a
+    trigger that finds the key claimed is not dropped but becomes the key's
+    one pending follow-up run, due when the claim ends (see
+    :mod:`~astral_taskclaim.claims.trailing` and :doc:`/flow-control`). The
+    return value is then an :class:`~astral_taskclaim.claims.trailing.Enqueued`
+    token, never ``None``, and says what happened (``.outcome``). The queue
+    must be a configured queue (one that can delay a message).
     """
     validate_key(key)
     validate_window(window_seconds)
+    mode = validate_trailing(trailing)
     task_json = encode_json(task, name="task")
     if not callable(getattr(queue, "send", None)):
         raise TypeError(f"queue must have a send(body) method, got {type(queue).__name__}")
+    sender = trailing_queue(queue) if mode is not None else None
     alias = resolve_alias(using)
     placeholder = message_body(key, PLACEHOLDER_TOKEN, window_seconds, task)
     how = plan(queue, alias, function="enqueue_claimed", placeholders=[placeholder])
+    if mode is not None and sender is not None:
+        return enqueue_trailing(
+            sender,
+            key,
+            task,
+            task_json,
+            window_seconds=window_seconds,
+            trailing=mode,
+            alias=alias,
+            joins=how.joins,
+        )
     if how.insert is not None:
         fresh = str(uuid.uuid4())
         body = how.insert.writer(window_seconds)(key, fresh, task, task_json)

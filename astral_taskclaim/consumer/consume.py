@@ -6,14 +6,10 @@ worker that has it: :mod:`~astral_taskclaim.consumer.deferral`), calls the
 entry's ``prepare`` hook, runs the task with the options it gives, writes
 the claim (hold or release), settles the message with ``ack()`` or
 ``retry(delay_seconds=...)``, calls the ``after`` hook and counts the
-outcome. :func:`consume_claimed` and the worker use it. It logs on the
-``astral_taskclaim.consumer.consume`` logger; every record's ``extra``
-has ``event`` and ``queue``, and ``key`` and ``attempts`` where they are
-known (the events: :doc:`/observability`).
-
-:meth:`Consumer.consume_one` sends the signals of
-:mod:`~astral_taskclaim.signals` around each run; it is the only place that
-sends them.
+outcome. :func:`consume_claimed` and the worker use it. Its log records'
+``extra`` have ``event`` and ``queue``, and ``key`` and ``attempts`` where
+known (the events: :doc:`/observability`). It is the only place that sends
+the signals of :mod:`~astral_taskclaim.signals`, around each run.
 """
 
 from __future__ import annotations
@@ -30,7 +26,7 @@ from django.db import connections, transaction
 from astral_taskclaim import signals
 from astral_taskclaim.claims.claim import hold_task, release_task
 from astral_taskclaim.claims.writing import discard_broken_connection, in_transaction, resolve_alias
-from astral_taskclaim.consumer import failures, observe, retry
+from astral_taskclaim.consumer import failures, observe, retry, trailing
 from astral_taskclaim.consumer.deferral import unknown_task
 from astral_taskclaim.consumer.event_loop import awaited, run_steps
 from astral_taskclaim.consumer.summary import (
@@ -133,6 +129,10 @@ class Consumer(MessageConsumer):
             options = entry.prepare(self, message, found, summary)
         if not isinstance(options, TaskOptions):
             return options  # settled by the hook
+        begun = trailing.begin(self.alias, message, found, summary)
+        if not isinstance(begun, Envelope):
+            return begun  # a follow-up that waits, or was superseded
+        found = begun
         history, started = options.history, time.time()
         attempt = self._attempt(options, found, message, summary)
         decision = yield from observe.observed(attempt, summary.queue, entry, found, message)

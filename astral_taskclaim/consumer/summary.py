@@ -19,7 +19,7 @@ from astral_taskclaim.queues.runs import HistoryMode, RunNote
 __all__ = ["ConsumeSummary", "MessageConsumer", "Outcome", "TaskOptions", "TaskRun", "WorkerStats"]
 
 #: What became of one message: the :class:`ConsumeSummary` counter it adds to.
-Outcome = Literal["ok", "retried", "failed", "malformed", "unparseable"]
+Outcome = Literal["ok", "retried", "failed", "malformed", "unparseable", "superseded"]
 
 
 class Message(Protocol):
@@ -62,6 +62,11 @@ class ConsumeSummary:
     #: Of the retried, messages sent again to wait for a worker that has
     #: their task (a rolling deploy): not attempts of it.
     unknown_task: int = 0
+    #: Of the retried, follow-up runs sent again to wait for the claim
+    #: holding their key (:mod:`~astral_taskclaim.claims.trailing`).
+    follow_up_waits: int = 0
+    #: Follow-up runs acked unrun: a later run took their place.
+    superseded: int = 0
     #: Messages received but handed back unrun (a stop or a database error
     #: part way through a batch), visible again at once.
     returned: int = 0
@@ -71,8 +76,9 @@ class ConsumeSummary:
     @property
     def messages(self) -> int:
         """Messages settled (each counts once: ok, retried, failed,
-        malformed or unparseable)."""
-        return self.ok + self.retried + self.failed + self.malformed + self.unparseable
+        malformed, unparseable or superseded)."""
+        settled = self.ok + self.retried + self.failed + self.malformed + self.unparseable
+        return settled + self.superseded
 
     def merge(self, other: ConsumeSummary) -> Self:
         """Adds the counters and retry delays of ``other``; returns ``self``."""
@@ -83,6 +89,8 @@ class ConsumeSummary:
         self.unparseable += other.unparseable
         self.claim_write_failures += other.claim_write_failures
         self.unknown_task += other.unknown_task
+        self.follow_up_waits += other.follow_up_waits
+        self.superseded += other.superseded
         self.returned += other.returned
         self.retry_delays.extend(other.retry_delays)
         return self
@@ -97,6 +105,10 @@ class ConsumeSummary:
         )
         if self.unknown_task:
             text += f", {self.unknown_task} waiting for a worker that has their task"
+        if self.follow_up_waits:
+            text += f", {self.follow_up_waits} follow-ups waiting for their key"
+        if self.superseded:
+            text += f", {self.superseded} follow-ups superseded"
         if self.claim_write_failures:
             text += f", {self.claim_write_failures} claim writes failed"
         return text
@@ -118,6 +130,8 @@ class ConsumeSummary:
             "unparseable": self.unparseable,
             "claim_write_failures": self.claim_write_failures,
             "unknown_task": self.unknown_task,
+            "follow_up_waits": self.follow_up_waits,
+            "superseded": self.superseded,
             "returned": self.returned,
         }
 

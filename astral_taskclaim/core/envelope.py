@@ -108,6 +108,13 @@ TASK_FIELD = "taskName"
 #: epoch milliseconds (:mod:`~astral_taskclaim.consumer.deferral`).
 WAITING_FIELD = "waitingSince"
 
+#: The body field of a trailing-mode message sent at once (``true``): its
+#: run holds the key a window from its start (:mod:`~astral_taskclaim.claims.trailing`).
+TRAILING_FIELD = "trailing"
+#: The body field of a follow-up run's message (``true``): its delivery
+#: claims the key and runs the pending follow-up's task.
+FOLLOW_UP_FIELD = "followUp"
+
 
 def task_name_of(body: object) -> object:
     """The :data:`TASK_FIELD` of a received body, or ``None``."""

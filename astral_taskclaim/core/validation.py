@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -50,6 +51,43 @@ def validate_key(key: object, *, name: str = "key") -> str:
     if size > MAX_KEY_BYTES:
         raise ValueError(f"{name} is {size} bytes of UTF-8, over the {MAX_KEY_BYTES}-byte limit")
     return key
+
+
+#: Which trigger's task a follow-up run carries (``trailing=``): the latest's or the first's.
+Trailing = Literal["latest", "first"]
+
+
+@dataclass(frozen=True)
+class Debounce:
+    """``trailing=Debounce(seconds)``: a trigger never runs at once; the
+    key's follow-up runs once no trigger came for ``seconds`` (each pushes
+    it back), and no later than ``max_wait_seconds`` after the burst's first
+    trigger (``None``: no bound), with the ``keep`` trigger's task; a window
+    still keeps runs of the key a window apart (see :doc:`/flow-control`)."""
+
+    seconds: float
+    max_wait_seconds: float | None = None
+    keep: Trailing = "latest"
+
+    def __post_init__(self) -> None:
+        validate_number(self.seconds, name="Debounce seconds", low=0, low_open=True)
+        if self.max_wait_seconds is not None:
+            validate_number(self.max_wait_seconds, name="Debounce max_wait_seconds", low=0)
+        if self.keep not in ("latest", "first"):
+            raise ValueError(f'Debounce keep must be "latest" or "first", got {self.keep!r}')
+
+
+def validate_trailing(value: object, *, name: str = "trailing") -> Trailing | Debounce | None:
+    """``value`` as a trailing mode: ``"latest"`` (``True`` too), ``"first"``,
+    a :class:`Debounce`, or ``None`` for ``False`` and ``None`` (a trigger on
+    a claimed key is dropped)."""
+    if value is None or value is False:
+        return None
+    if value is True or value == "latest":
+        return "latest"
+    if value == "first" or isinstance(value, Debounce):
+        return value  # type: ignore[return-value]
+    raise ValueError(f'{name} must be "latest", "first", a Debounce, True or False, got {value!r}')
 
 
 def validate_seconds(value: object, *, name: str) -> float:

@@ -33,6 +33,7 @@ _GRANTS = {
     "0010_runs": "runs/grants.sql",
     "0011_schedule": "schedule/grants.sql",
     "0014_cron_database": "taskclaim/cron_grants.sql",
+    "0015_follow_up": "taskclaim/follow_up_grants.sql",
 }
 
 

@@ -10,6 +10,15 @@ third of the lease until the batch is settled, so a healthy worker keeps
 its messages however long they run; a worker that dies stops extending, and
 its messages come back when their last extension runs out.
 
+The keeper also keeps the batch's claims (every queue, where the worker
+writes claims): at once and then every third of the shortest window, each
+unsettled message's claim that would end within two thirds of its window
+is made to end a window from now (``taskclaim/keep.sql``). So a run that
+outlives its window still holds its key, and no other process runs the key
+beside it; a dead worker's keys free at most one window after its last
+beat. Logs ``worker.claims_kept`` (DEBUG) after each such write, and
+``worker.claim_keeping_failed`` when it fails (the next beat tries again).
+
 A message is *lost* when its lease ran out before it could be extended
 (the worker was stalled, or the queue unreachable, past the lease) or the
 queue says another delivery holds it now: the worker does not run it, as
@@ -35,6 +44,8 @@ from collections.abc import Sequence
 
 from django.db import connections
 
+from astral_taskclaim.core.envelope import Envelope, parse_body
+from astral_taskclaim.db import statements
 from astral_taskclaim.queues import BaseQueue, ReceivedMessage
 
 logger = logging.getLogger(__name__)
@@ -44,6 +55,8 @@ logger = logging.getLogger(__name__)
 _BEATS_PER_LEASE = 3
 #: Shortest pause between extensions, whatever the lease.
 _MIN_INTERVAL = 0.05
+#: The pause of a keeper with neither a lease nor a claim to keep.
+_IDLE_INTERVAL = 3600.0
 
 
 def lease_length(backend: BaseQueue) -> float | None:
@@ -62,9 +75,10 @@ def lease_length(backend: BaseQueue) -> float | None:
 
 class LeaseKeeper:
     """Extends the leases of ``messages`` on ``backend`` by ``lease_seconds``
-    every third of that, from a daemon thread, until :meth:`stop`.
-    ``leased_at`` (``time.monotonic()``, default now) is when the receive
-    that leased them returned.
+    (``None``: the queue cannot) every third of that, from a daemon thread,
+    until :meth:`stop`, and keeps their claims on database ``claims`` (if
+    given). ``leased_at`` (``time.monotonic()``, default now) is when the
+    receive that leased them returned.
 
     Use as a context manager around running a batch; stop it before the
     batch is settled (an extension after a retry's settlement could hide the
@@ -77,16 +91,23 @@ class LeaseKeeper:
         backend: BaseQueue,
         messages: Sequence[ReceivedMessage],
         *,
-        lease_seconds: float,
+        lease_seconds: float | None,
         leased_at: float | None = None,
+        claims: str | None = None,
     ) -> None:
-        if not backend.supports_lease_extension:
+        if lease_seconds is not None and not backend.supports_lease_extension:
             raise ValueError(f"queue {backend.alias!r} cannot extend leases")
         self.backend = backend
         self.lease_seconds = lease_seconds
-        self.interval = max(lease_seconds / _BEATS_PER_LEASE, _MIN_INTERVAL)
+        lease_beat = lease_seconds / _BEATS_PER_LEASE if lease_seconds else _IDLE_INTERVAL
+        self.interval = max(lease_beat, _MIN_INTERVAL)
         self.extensions = 0
-        self._lease_end = (time.monotonic() if leased_at is None else leased_at) + lease_seconds
+        leased_at = time.monotonic() if leased_at is None else leased_at
+        self._lease_end = leased_at + (lease_seconds or float("inf"))
+        self._lease_due = leased_at + self.interval
+        #: The claims database, and each message's envelope (parsed on the first beat).
+        self._claims = claims
+        self._envelopes: dict[int, Envelope] | None = None
         self._held = list(messages)
         self._lost: set[int] = set()
         self._lock = threading.Lock()
@@ -121,32 +142,74 @@ class LeaseKeeper:
         with self._lock:
             return len(self._lost)
 
-    def _extend(self) -> None:
+    @property
+    def first_beat(self) -> float:
+        """Seconds from now to the first beat: at once where claims are kept
+        (a claim may be about to end), else a beat's interval."""
+        return 0.0 if self._claims is not None else self.interval
+
+    def _beat(self) -> None:
         with self._lock:
             held = [message for message in self._held if id(message) not in self._lost]
         if not held:
             return
+        if self._claims is not None:
+            self._keep_claims(self._claims, held)
+        if self.lease_seconds is not None and time.monotonic() >= self._lease_due:
+            self._extend(held, self.lease_seconds)
+
+    def _keep_claims(self, alias: str, held: list[ReceivedMessage]) -> None:
+        if self._envelopes is None:
+            parsed = ((id(message), parse_body(message.body)) for message in held)
+            self._envelopes = {at: found for at, found in parsed if found and found.window_seconds}
+            windows = [found.window_seconds for found in self._envelopes.values()]
+            if windows:
+                self.interval = max(min(self.interval, min(windows) / 3), _MIN_INTERVAL)
+        kept = [self._envelopes[id(m)] for m in held if id(m) in self._envelopes]
+        if not kept:
+            return
+        params = {
+            "keys": [found.key for found in kept],
+            "tokens": [found.claim for found in kept],
+            "seconds": [float(found.window_seconds) for found in kept],
+        }
+        try:
+            rows = statements.run(alias, "taskclaim/keep.sql", params)
+        except Exception as error:  # the next beat tries again; the runs go on
+            self._failed("keep the claims", len(kept), error, "worker.claim_keeping_failed")
+            return
+        logger.debug(
+            "%s: kept %d of %d claims",
+            *(self.backend.alias, len(rows), len(kept)),
+            extra={"event": "worker.claims_kept", "queue": self.backend.alias, "kept": len(rows)},
+        )
+
+    def _extend(self, held: list[ReceivedMessage], lease_seconds: float) -> None:
         started = time.monotonic()
+        self._lease_due = started + lease_seconds / _BEATS_PER_LEASE
         if started >= self._lease_end:
             self._lose(held, "their leases ran out before they could be extended")
             return
         try:
-            kept = self.backend.extend_leases(held, seconds=self.lease_seconds)
+            kept = self.backend.extend_leases(held, seconds=lease_seconds)
         except Exception as error:  # the next beat tries again; the run goes on
-            logger.warning(
-                "%s: could not extend the leases of %d messages: %s: %s",
-                *(self.backend.alias, len(held), type(error).__name__, error),
-                extra={"event": "worker.lease_extension_failed", "queue": self.backend.alias},
-            )
-            connections.close_all()
+            self._failed("extend the leases", len(held), error, "worker.lease_extension_failed")
             return
         self.extensions += 1
         # The queue started the new lease after the call began.
-        self._lease_end = started + self.lease_seconds
+        self._lease_end = started + lease_seconds
         kept_ids = {id(message) for message in kept}
         newly_lost = [message for message in held if id(message) not in kept_ids]
         if newly_lost:
             self._lose(newly_lost, "another delivery holds them now")
+
+    def _failed(self, what: str, count: int, error: Exception, event: str) -> None:
+        logger.warning(
+            "%s: could not %s of %d messages: %s: %s",
+            *(self.backend.alias, what, count, type(error).__name__, error),
+            extra={"event": event, "queue": self.backend.alias},
+        )
+        connections.close_all()
 
     def _lose(self, messages: list[ReceivedMessage], why: str) -> None:
         with self._lock:
@@ -175,7 +238,7 @@ class _Beats:
 
     def add(self, keeper: LeaseKeeper) -> None:
         with self._condition:
-            self._due[keeper] = time.monotonic() + keeper.interval
+            self._due[keeper] = time.monotonic() + keeper.first_beat
             # Not alive: never started, or started before this process forked.
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
@@ -207,10 +270,13 @@ class _Beats:
                 extended = False
                 continue
             try:
-                keeper._extend()
+                keeper._beat()
             finally:
                 extended = True
                 with self._condition:
+                    if keeper in self._due:  # its interval may have shortened
+                        due = time.monotonic() + keeper.interval
+                        self._due[keeper] = min(self._due[keeper], due)
                     self._beating = None
                     self._condition.notify_all()
 

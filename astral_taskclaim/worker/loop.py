@@ -38,7 +38,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from types import FrameType
 
 from django.db import connections
@@ -294,17 +294,19 @@ class Worker:
             },
         )
 
-    def _lease_keeper(
-        self, messages: list[ReceivedMessage]
-    ) -> AbstractContextManager[LeaseKeeper | None]:
-        """A :class:`LeaseKeeper` for the batch while it runs, if the queue
-        can extend leases (and tell how long they are); else ``None``."""
+    def _lease_keeper(self, messages: list[ReceivedMessage]) -> LeaseKeeper:
+        """The :class:`LeaseKeeper` of the batch while it runs: it keeps the
+        messages' claims, and their leases if the queue can extend them (and
+        tell how long they are)."""
         if self.backend.supports_lease_extension and self._lease_seconds is None:
             self._lease_seconds = lease_length(self.backend)  # None: asked again next batch
-        if not self.backend.supports_lease_extension or not self._lease_seconds:
-            return nullcontext()
+        lease = self._lease_seconds if self.backend.supports_lease_extension else None
         return LeaseKeeper(
-            self.backend, messages, lease_seconds=self._lease_seconds, leased_at=self._received_at
+            self.backend,
+            messages,
+            lease_seconds=lease or None,
+            leased_at=self._received_at,
+            claims=self.using or app_settings.DATABASE,
         )
 
     def _settle(self, messages: list[ReceivedMessage]) -> None:

@@ -70,7 +70,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_OUTCOMES = ("ok", "retried", "failed", "malformed", "unparseable", "returned")
+_OUTCOMES = ("ok", "retried", "failed", "malformed", "unparseable", "superseded", "returned")
 _STATES = ("ready", "delayed", "leased")
 
 

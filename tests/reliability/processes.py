@@ -44,6 +44,8 @@ class Fleet:
     visibility_timeout: float = 2.0
     #: The worker processes run the task as an ``async def`` one.
     asynchronous: bool = False
+    #: The worker processes run the trailing-runs test's task instead.
+    trailing: bool = False
     group: WorkerGroup = field(init=False)
 
     def __post_init__(self) -> None:
@@ -85,6 +87,8 @@ class Fleet:
         }
         if self.asynchronous:
             env["TASKCLAIM_RELIABILITY_ASYNC"] = "1"
+        if self.trailing:
+            env["TASKCLAIM_RELIABILITY_TRAILING"] = "1"
         return self.group.start(
             "reliability", *args, env=env, events_variable="TASKCLAIM_RELIABILITY_EVENTS"
         )

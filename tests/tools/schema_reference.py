@@ -30,6 +30,7 @@ OWNERS = {
     "taskclaim.claim": "taskclaim",
     "taskclaim.cron_database()": "taskclaim",
     "taskclaim.delete_expired()": "taskclaim",
+    "taskclaim.follow_up": "taskclaim",
     "taskclaim.message": "queue",
     "taskclaim.message_id_seq": "queue",
     "taskclaim.notify_message()": "queue",

@@ -27,6 +27,25 @@ CREATE TABLE taskclaim.claim (
 ALTER TABLE taskclaim.claim ADD CONSTRAINT claim_pkey PRIMARY KEY (key);
 CREATE INDEX claim_expires_at_idx ON taskclaim.claim USING btree (expires_at);
 
+CREATE TABLE taskclaim.follow_up (
+  token uuid NOT NULL,
+  key text NOT NULL,
+  task text NOT NULL,
+  window_seconds double precision NOT NULL,
+  created_at timestamp with time zone NOT NULL,
+  updated_at timestamp with time zone NOT NULL,
+  taken_at timestamp with time zone,
+  debounce_seconds double precision,
+  max_wait_seconds double precision
+);
+ALTER TABLE taskclaim.follow_up ADD CONSTRAINT follow_up_debounce_seconds_check CHECK ((debounce_seconds > (0)::double precision));
+ALTER TABLE taskclaim.follow_up ADD CONSTRAINT follow_up_max_wait_seconds_check CHECK ((max_wait_seconds >= (0)::double precision));
+ALTER TABLE taskclaim.follow_up ADD CONSTRAINT follow_up_pkey PRIMARY KEY (token);
+ALTER TABLE taskclaim.follow_up ADD CONSTRAINT follow_up_window_seconds_check CHECK ((window_seconds >= (0)::double precision));
+CREATE INDEX follow_up_key ON taskclaim.follow_up USING btree (key);
+CREATE UNIQUE INDEX follow_up_pending_key ON taskclaim.follow_up USING btree (key) WHERE (taken_at IS NULL);
+COMMENT ON TABLE taskclaim.follow_up IS 'Pending trailing runs of astral_taskclaim''s claimed tasks, one per key.';
+
 CREATE OR REPLACE FUNCTION taskclaim.cron_database()
  RETURNS text
  LANGUAGE sql

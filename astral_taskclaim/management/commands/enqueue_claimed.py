@@ -91,6 +91,12 @@ class Command(AppCommand):
             "default=True task.",
         )
         parser.add_argument("--file", help="JSON lines to enqueue ('-' reads stdin).")
+        parser.add_argument(
+            "--trailing",
+            choices=["latest", "first", "off"],
+            help="On a claimed key, queue its follow-up run (with the latest or the first "
+            "task) instead of dropping it; default: the task's trailing.",
+        )
         add_database_argument(parser)
 
     def run(self, options: dict[str, Any]) -> None:
@@ -101,6 +107,8 @@ class Command(AppCommand):
         if default_window is None and task is not None:
             default_window = task.window_seconds
         self.claim_key = (lambda key: key) if task is None else task.claim_key
+        trailing = options["trailing"] or (task.trailing if task is not None else None)
+        self.trailing = None if trailing == "off" else trailing
         if options["file"] is not None:
             if options["key"] is not None or options["task"] is not None:
                 raise CommandError("give either KEY with --task, or --file, not both")
@@ -114,7 +122,17 @@ class Command(AppCommand):
         except ValueError as error:
             raise CommandError(f"--task is {error}") from None
         item = self._item({"key": options["key"], "task": task}, queue, default_window, "")
-        token = enqueue_claimed(queue, item.key, item.task, window_seconds=item.window, using=using)
+        token = enqueue_claimed(
+            queue,
+            item.key,
+            item.task,
+            window_seconds=item.window,
+            trailing=self.trailing,
+            using=using,
+        )
+        if getattr(token, "outcome", "sent") != "sent":
+            outcome = getattr(token, "outcome", "").replace("_", " ")
+            self.stderr.write(f"{printable(item.key)} is claimed: {outcome}", style_func=str)
         if token is None:
             # Coalesced into the task already queued: an outcome, not a failure.
             self.stderr.write(
@@ -206,7 +224,11 @@ class Command(AppCommand):
             pairs = [(item.key, item.task) for item in batch]
             try:
                 tokens = enqueue_claimed_many(
-                    queue, pairs, window_seconds=batch[0].window, using=using
+                    queue,
+                    pairs,
+                    window_seconds=batch[0].window,
+                    trailing=self.trailing,
+                    using=using,
                 )
             except NotMigratedError:
                 raise
@@ -216,7 +238,7 @@ class Command(AppCommand):
                     f"{sent} enqueued: {printable(error)}"
                 ) from error
             for item, token in zip(batch, tokens, strict=True):
-                if token is None:
+                if token is None or getattr(token, "outcome", "sent") != "sent":
                     claimed += 1
                 else:
                     sent += 1
@@ -227,7 +249,8 @@ class Command(AppCommand):
                 self._progress(done, total)
         if show_bar and total:
             self.stderr.write("", style_func=str)
-        self.stdout.write(f"{sent} enqueued, {claimed} already claimed, {total} lines")
+        held = "already claimed" if self.trailing is None else "claimed, as follow-ups"
+        self.stdout.write(f"{sent} enqueued, {claimed} {held}, {total} lines")
 
     def _progress(self, done: int, total: int) -> None:
         filled = _BAR_WIDTH * done // total

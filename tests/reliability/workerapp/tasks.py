@@ -89,11 +89,34 @@ async def async_reliability_task(task: dict[str, Any]) -> None:
     _end(task, fail)
 
 
-claimed_task(
-    queue="reliability",
-    max_retries=int(os.environ.get("TASKCLAIM_RELIABILITY_MAX_RETRIES", "3")),
-    name="tests.reliability.workerapp.tasks.reliability_task",
-)(async_reliability_task if os.environ.get("TASKCLAIM_RELIABILITY_ASYNC") else reliability_task)
+def trailing_doc_task(task: dict[str, Any]) -> None:
+    """The trailing-runs test's task: records the version of its document it
+    read at its start (and the claim's token), keeps busy ``sleep_ms``, then
+    records its end."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """INSERT INTO trailing_run (key, version_seen, token, pid)
+               SELECT d.key, d.version, c.token, pg_backend_pid()
+               FROM trailing_doc d LEFT JOIN taskclaim.claim c USING (key) WHERE d.key = %s
+               RETURNING id""",
+            [task["key"]],
+        )
+        [(run,)] = cursor.fetchall()
+        if task.get("sleep_ms"):
+            cursor.execute("SELECT pg_sleep(%s)", [task["sleep_ms"] / 1000])
+        cursor.execute(
+            "UPDATE trailing_run SET finished_at = clock_timestamp() WHERE id = %s", [run]
+        )
+
+
+if os.environ.get("TASKCLAIM_RELIABILITY_TRAILING"):
+    claimed_task(queue="reliability", max_retries=3, window_seconds=1)(trailing_doc_task)
+else:
+    claimed_task(
+        queue="reliability",
+        max_retries=int(os.environ.get("TASKCLAIM_RELIABILITY_MAX_RETRIES", "3")),
+        name="tests.reliability.workerapp.tasks.reliability_task",
+    )(async_reliability_task if os.environ.get("TASKCLAIM_RELIABILITY_ASYNC") else reliability_task)
 
 
 if os.environ.get("TASKCLAIM_RELIABILITY_SCHEDULES"):

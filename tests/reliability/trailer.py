@@ -1,0 +1,53 @@
+"""A producer of the trailing-runs test, run as ``python -m
+tests.reliability.trailer``: until told to stop, it saves a random
+document (its version goes up by one, committed) and then triggers the
+document's key with ``enqueue_claimed(..., trailing="latest")``, as an
+app's save handler would.
+
+Arguments as JSON in argv[1]: ``keys``, ``window``, ``seed``, ``queue``
+(the PostgreSQL queue's options), ``ready`` (a path it creates once
+connected) and ``stop`` (a path whose existence means stop). Prints how
+many triggers it made.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    """The process entry point (see the module docstring)."""
+    import django
+
+    django.setup()
+    from django.db import connection
+
+    from astral_taskclaim.claims.claim import enqueue_claimed
+    from astral_taskclaim.queues.postgres import PostgresQueue
+
+    arguments = json.loads(sys.argv[1])
+    rng = random.Random(arguments["seed"])
+    queue = PostgresQueue("reliability", options=arguments["queue"])
+    stop = Path(arguments["stop"])
+    connection.ensure_connection()
+    Path(arguments["ready"]).touch()
+    triggers = 0
+    while not stop.exists():
+        key = rng.choice(arguments["keys"])
+        with connection.cursor() as cursor:
+            cursor.execute("UPDATE trailing_doc SET version = version + 1 WHERE key = %s", [key])
+        # A few runs last longer than the window.
+        sleep_ms = 1500 if rng.random() < 0.03 else rng.randrange(0, 60)
+        task = {"key": key, "sleep_ms": sleep_ms}
+        enqueue_claimed(queue, key, task, window_seconds=arguments["window"], trailing="latest")
+        triggers += 1
+        time.sleep(rng.uniform(0, 0.02))  # pacing the saves, not waiting for an event
+    print(json.dumps({"triggers": triggers}))
+
+
+if __name__ == "__main__":
+    main()
