@@ -31,8 +31,7 @@ from astral_taskclaim.consumer.dispatch import QueueConsumer, naming_task
 from astral_taskclaim.consumer.retry import RetryAfter, RetryAfterMs, requested_retry_after_ms
 from astral_taskclaim.consumer.summary import ConsumeSummary, TaskOptions, history_note
 from astral_taskclaim.core.validation import (
-    Debounce,
-    Trailing,
+    TrailingOption,
     validate_callable,
     validate_max_retries,
     validate_text,
@@ -89,7 +88,7 @@ class ClaimedTask(Generic[T]):
         history: HistoryMode | None = None,
         default: bool = False,
         key_namespace: str | None = None,
-        trailing: Trailing | Debounce | bool | None = None,
+        trailing: TrailingOption = None,
     ) -> None:
         if not callable(run):
             raise TypeError(f"a claimed task must decorate a function, got {run!r}")
@@ -198,7 +197,7 @@ class EnqueueOptions(TypedDict, total=False):
     #: The database alias (``TASKCLAIM_DATABASE`` when ``None``).
     using: str | None
     #: A trigger on a claimed key becomes its follow-up run; the task's ``trailing`` when absent.
-    trailing: Trailing | Debounce | bool | None
+    trailing: TrailingOption
 
 
 class TaskRegistry:
@@ -310,7 +309,7 @@ class TaskRegistry:
         history: HistoryMode | None = ...,
         default: bool = ...,
         key_namespace: str | None = ...,
-        trailing: Trailing | Debounce | bool | None = ...,
+        trailing: TrailingOption = ...,
     ) -> Callable[[Callable[[T], object]], ClaimedTask[T]]: ...
 
     def task(

@@ -59,8 +59,7 @@ from astral_taskclaim.claims.writing import (
 from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, encode_json, message_body
 from astral_taskclaim.core.tracing import traced_send
 from astral_taskclaim.core.validation import (
-    Debounce,
-    Trailing,
+    TrailingOption,
     validate_key,
     validate_trailing,
     validate_window,
@@ -113,7 +112,7 @@ async def aenqueue_claimed(
     task: Any,
     *,
     window_seconds: float,
-    trailing: Trailing | Debounce | bool | None = None,
+    trailing: TrailingOption = None,
     using: str | None = None,
 ) -> str | None:
     """Async :func:`~astral_taskclaim.claims.claim.enqueue_claimed`: sends

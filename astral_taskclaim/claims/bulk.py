@@ -30,8 +30,7 @@ from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, encode_json, messa
 from astral_taskclaim.core.redaction import redacting_filter
 from astral_taskclaim.core.tracing import traced_send
 from astral_taskclaim.core.validation import (
-    Debounce,
-    Trailing,
+    TrailingOption,
     validate_key,
     validate_trailing,
     validate_window,
@@ -118,7 +117,7 @@ def enqueue_claimed_many(
     items: Iterable[tuple[str, Any]],
     *,
     window_seconds: float,
-    trailing: Trailing | Debounce | bool | None = None,
+    trailing: TrailingOption = None,
     using: str | None = None,
 ) -> list[str | None]:
     """Sends each ``(key, task)`` of ``items`` under a fresh claim of its key.

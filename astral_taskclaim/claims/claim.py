@@ -31,8 +31,7 @@ from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, encode_json, messa
 from astral_taskclaim.core.redaction import redacting_filter
 from astral_taskclaim.core.tracing import traced_send
 from astral_taskclaim.core.validation import (
-    Debounce,
-    Trailing,
+    TrailingOption,
     validate_key,
     validate_trailing,
     validate_window,
@@ -81,7 +80,7 @@ def enqueue_claimed(
     task: Any,
     *,
     window_seconds: float,
-    trailing: Trailing | Debounce | bool | None = None,
+    trailing: TrailingOption = None,
     using: str | None = None,
 ) -> str | None:
     """Sends ``task`` to ``queue`` under a fresh claim of ``key``.

@@ -77,6 +77,10 @@ class Debounce:
             raise ValueError(f'Debounce keep must be "latest" or "first", got {self.keep!r}')
 
 
+#: What ``trailing=`` takes.
+TrailingOption = Trailing | Debounce | bool | None
+
+
 def validate_trailing(value: object, *, name: str = "trailing") -> Trailing | Debounce | None:
     """``value`` as a trailing mode: ``"latest"`` (``True`` too), ``"first"``,
     a :class:`Debounce`, or ``None`` for ``False`` and ``None`` (a trigger on

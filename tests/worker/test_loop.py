@@ -292,6 +292,8 @@ def test_stats_merge_every_counter_of_a_summary_and_print_them_one_way() -> None
     one.claim_write_failures = 6
     one.returned = 7
     one.unknown_task = 1
+    one.follow_up_waits = 1
+    one.superseded = 2
     one.retry_delays.append(30)
     stats = WorkerStats("jobs", received=15)
     stats.add(one)
@@ -305,14 +307,17 @@ def test_stats_merge_every_counter_of_a_summary_and_print_them_one_way() -> None
         "unparseable": 10,
         "claim_write_failures": 12,
         "unknown_task": 2,
+        "follow_up_waits": 2,
+        "superseded": 4,
         "returned": 14,
         "retry_delays": [30, 30],
     }
     assert str(stats) == (
         "jobs: 15 received, 2 ok, 4 retried, 6 failed, 8 malformed, 10 unparseable, "
-        "2 waiting for a worker that has their task, 12 claim writes failed, 14 returned unrun"
+        "2 waiting for a worker that has their task, 2 follow-ups waiting for their key, "
+        "4 follow-ups superseded, 12 claim writes failed, 14 returned unrun"
     )
-    assert str(one).startswith("jobs: 15 messages, 1 ok, 2 retried,")
+    assert str(one).startswith("jobs: 17 messages, 1 ok, 2 retried,")
 
 
 def short_leases(queue: PostgresQueue) -> PostgresQueue:
