@@ -39,6 +39,7 @@ ROWS: list[tuple[str, str, str, str]] = [
         "≥ 0.95x of 500/s; ≥ 1x, 1.5x, 1.2x, 2x best peer",
     ),
     ("13", "public_paths", "Django's public paths vs the package's own", "recorded"),
+    ("14", "tracing_row", "OpenTelemetry tracing on vs off, row 4.7", "recorded"),
     ("15", "flow_control", "hot keys with trailing runs", "≥ 3x TypeScript upsert; ≥ 0.8x floor"),
 ]
 

@@ -102,3 +102,11 @@ LOGGING = {
     "handlers": {"stderr": {"class": "logging.StreamHandler", "level": "WARNING"}},
     "root": {"handlers": ["stderr"], "level": "WARNING"},
 }
+
+# Row 14: tracing on is the OpenTelemetry SDK's tracer provider with no
+# exporter (spans made and dropped); off is no provider at all.
+if os.environ.get("TASKCLAIM_BENCH_TRACING") == "on":
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    trace.set_tracer_provider(TracerProvider())

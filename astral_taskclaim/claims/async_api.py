@@ -57,6 +57,7 @@ from astral_taskclaim.claims.writing import (
     release_params,
 )
 from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, encode_json, message_body
+from astral_taskclaim.core.tracing import traced_send
 from astral_taskclaim.core.validation import (
     TrailingOption,
     validate_key,
@@ -104,6 +105,7 @@ async def arelease_task(key: str, token: str, *, using: str | None = None) -> No
     await run(alias, "taskclaim/release.sql", params)
 
 
+@traced_send
 async def aenqueue_claimed(
     queue: Sender,
     key: str,

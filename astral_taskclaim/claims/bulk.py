@@ -28,6 +28,7 @@ from astral_taskclaim.claims.writing import (
 )
 from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, encode_json, message_body
 from astral_taskclaim.core.redaction import redacting_filter
+from astral_taskclaim.core.tracing import traced_send
 from astral_taskclaim.core.validation import (
     TrailingOption,
     validate_key,
@@ -110,6 +111,7 @@ def _by_position(keys: Sequence[str], tokens: dict[str, str]) -> list[str | None
     return out
 
 
+@traced_send
 def enqueue_claimed_many(
     queue: Any,
     items: Iterable[tuple[str, Any]],

@@ -29,6 +29,7 @@ from astral_taskclaim.claims.writing import (
 )
 from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, encode_json, message_body
 from astral_taskclaim.core.redaction import redacting_filter
+from astral_taskclaim.core.tracing import traced_send
 from astral_taskclaim.core.validation import (
     TrailingOption,
     validate_key,
@@ -72,6 +73,7 @@ def release_task(key: str, token: str, *, using: str | None = None) -> None:
     statements.run(resolve_alias(using), "taskclaim/release.sql", params)
 
 
+@traced_send
 def enqueue_claimed(
     queue: Sender,
     key: str,

@@ -26,7 +26,7 @@ from django.db import connections, transaction
 from astral_taskclaim import signals
 from astral_taskclaim.claims.claim import hold_task, release_task
 from astral_taskclaim.claims.writing import discard_broken_connection, in_transaction, resolve_alias
-from astral_taskclaim.consumer import failures, retry, trailing
+from astral_taskclaim.consumer import failures, observe, retry, trailing
 from astral_taskclaim.consumer.deferral import unknown_task
 from astral_taskclaim.consumer.event_loop import awaited, run_steps
 from astral_taskclaim.consumer.summary import (
@@ -115,8 +115,7 @@ class Consumer(MessageConsumer):
         return run_steps(self.steps(message, summary))
 
     def steps(self, message: Message, summary: ConsumeSummary) -> Steps:
-        """:meth:`consume_one`, yielding the awaitable an ``async def`` task
-        returns instead of awaiting it."""
+        """:meth:`consume_one`, yielding an ``async def`` task's awaitable instead."""
         found = parse_body(message.body)
         if found is None:
             return self.malformed(message, summary, "not a claimed task")
@@ -135,7 +134,8 @@ class Consumer(MessageConsumer):
             return begun  # a follow-up that waits, or was superseded
         found = begun
         history, started = options.history, time.time()
-        decision = yield from self._attempt(options, found, message, summary)
+        attempt = self._attempt(options, found, message, summary)
+        decision = yield from observe.observed(attempt, summary.queue, entry, found, message)
         if history is not None and isinstance(message, ReceivedMessage):
             message.run = history.note(summary.queue, found, message.attempts, decision, started)
         if decision.release or not decision.ack:

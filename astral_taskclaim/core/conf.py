@@ -16,6 +16,7 @@ Setting                               Type                       Default
 ``TASKCLAIM_TASK_RESULTS_RETENTION``  ``int`` seconds, ``None``  ``604800`` (7 days)
 ``TASKCLAIM_SCHEDULES``               ``dict[str, dict]``        ``{}``
 ``TASKCLAIM_UPKEEP``                  ``bool``                   ``True``
+``TASKCLAIM_SENTRY``                  ``dict``                   see :attr:`~AppSettings.SENTRY`
 ====================================  =========================  ====================
 """
 
@@ -134,5 +135,27 @@ class AppSettings:
             raise ImproperlyConfigured(f"TASKCLAIM_UPKEEP must be True or False, got {value!r}")
         return value
 
+    @property
+    def SENTRY(self) -> dict[str, Any]:
+        """What is reported to Sentry when the project initialised ``sentry_sdk``:
+        ``capture`` (``"failures"``: every failed attempt; ``"give_ups"``: the
+        last one only; ``None``: none) and ``crons`` (schedules' check-ins)."""
+        value = _setting("TASKCLAIM_SENTRY", {})
+        if not isinstance(value, dict) or not set(value) <= set(_SENTRY_DEFAULT):
+            raise ImproperlyConfigured(
+                f"TASKCLAIM_SENTRY must be a dict with keys {sorted(_SENTRY_DEFAULT)}, "
+                f"got {value!r}"
+            )
+        found = {**_SENTRY_DEFAULT, **value}
+        if found["capture"] not in _SENTRY_CAPTURE or not isinstance(found["crons"], bool):
+            raise ImproperlyConfigured(
+                "TASKCLAIM_SENTRY['capture'] must be 'failures', 'give_ups' or None and "
+                f"['crons'] True or False, got {value!r}"
+            )
+        return found
+
+
+_SENTRY_DEFAULT: dict[str, Any] = {"capture": "failures", "crons": True}
+_SENTRY_CAPTURE = ("failures", "give_ups", None)
 
 app_settings = AppSettings()

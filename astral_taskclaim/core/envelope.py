@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from astral_taskclaim.core.jsontext import JSON_ENCODER, NotJSONError, encode_json
+from astral_taskclaim.core.tracing import TRACE_FIELD, carrier, untraced
 from astral_taskclaim.core.validation import (
     MAX_KEY_BYTES,
     MAX_SECONDS,
@@ -87,8 +88,14 @@ def wire_seconds(seconds: float) -> float:
 
 
 def message_body(key: str, token: str, window_seconds: float, task: Any) -> dict[str, Any]:
-    """The message body of a claimed task, fields in wire order."""
-    return {"key": key, "claim": token, "windowSeconds": wire_seconds(window_seconds), "task": task}
+    """The message body of a claimed task, fields in wire order; with the
+    current span's :data:`~astral_taskclaim.core.tracing.TRACE_FIELD` last
+    when a tracing SDK is in use (:func:`~astral_taskclaim.core.tracing.carrier`)."""
+    body = {"key": key, "claim": token, "windowSeconds": wire_seconds(window_seconds), "task": task}
+    trace = carrier()
+    if trace is not None:
+        body[TRACE_FIELD] = trace
+    return body
 
 
 #: The body field naming its claimed task, on a queue that carries several:
@@ -119,7 +126,8 @@ def _fixed_text() -> tuple[str, ...]:
     by encoding :func:`message_body` with a marker in each value, so it
     cannot drift from the body the queues send."""
     markers = ("\x00key", "\x00claim", "\x00window", "\x00task")
-    skeleton = JSON_ENCODER.encode(message_body(*markers))  # type: ignore[arg-type]
+    with untraced():
+        skeleton = JSON_ENCODER.encode(message_body(*markers))  # type: ignore[arg-type]
     encoded_markers = "|".join(re.escape(JSON_ENCODER.encode(marker)) for marker in markers)
     return tuple(re.split(encoded_markers, skeleton))
 
@@ -135,10 +143,16 @@ def body_writer(window_seconds: float) -> Callable[[str, str, str], str]:
     together from a task's JSON already made (and checked) by
     :func:`encode_json`, for sends of many tasks."""
     window_text = _WINDOW + JSON_ENCODER.encode(wire_seconds(window_seconds)) + _TASK
+    trace = carrier()  # the span of the call that makes the writer
+    close = (
+        _CLOSE
+        if trace is None
+        else f",{_encode_text(TRACE_FIELD)}:{JSON_ENCODER.encode(trace)}{_CLOSE}"
+    )
 
     def write(key: str, token: str, task_json: str) -> str:
         # A token is hex digits and hyphens: nothing in it to escape.
-        return f'{_OPEN}{_encode_text(key)}{_CLAIM}"{token}"{window_text}{task_json}{_CLOSE}'
+        return f'{_OPEN}{_encode_text(key)}{_CLAIM}"{token}"{window_text}{task_json}{close}'
 
     return write
 

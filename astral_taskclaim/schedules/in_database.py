@@ -26,6 +26,7 @@ from psycopg import sql
 
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.envelope import encode_json
+from astral_taskclaim.core.tracing import untraced
 from astral_taskclaim.db import cron as pg_cron
 from astral_taskclaim.db import statements
 from astral_taskclaim.queues import queues
@@ -128,7 +129,8 @@ def _body_halves(schedule: Schedule) -> tuple[str, str]:
     task_json = encode_json(schedule.task, name=f"schedule {schedule.name}: task")
     insert = target._queue().claimed_insert(app_settings.DATABASE)
     assert insert is not None  # as in_database_problem() made sure
-    head, tail = insert.writer(window)(key, marker, schedule.task, task_json).split(marker)
+    with untraced():  # every slot starts a trace of its own
+        head, tail = insert.writer(window)(key, marker, schedule.task, task_json).split(marker)
     return head, tail
 
 

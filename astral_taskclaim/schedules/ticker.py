@@ -24,6 +24,7 @@ from django.db import connections, transaction
 
 from astral_taskclaim.claims.claim import claim_task
 from astral_taskclaim.claims.writing import discard_broken_connection, plan, resolve_alias
+from astral_taskclaim.consumer.observe import slot_observed
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, message_body
 from astral_taskclaim.core.logtext import printable
@@ -231,6 +232,13 @@ def _joins(schedule: Schedule, alias: str) -> bool:
 
 
 def _send(schedule: Schedule, slot: datetime) -> str:
+    """Enqueues (or runs) ``slot``: in a trace of its own, and checked in
+    to Sentry Crons (:func:`~astral_taskclaim.consumer.observe.slot_observed`)."""
+    with slot_observed(schedule, slot_text(slot)) as settled:
+        return settled(_enqueue_slot(schedule, slot))
+
+
+def _enqueue_slot(schedule: Schedule, slot: datetime) -> str:
     key = schedule.task_key(slot_text(slot))
     target: Any = schedule.target
     if schedule.kind == "claimed":

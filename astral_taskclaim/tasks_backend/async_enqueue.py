@@ -15,6 +15,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from astral_taskclaim.claims.async_api import aenqueue_claimed
+from astral_taskclaim.core.tracing import sending
 from astral_taskclaim.db.aio_pool import run
 from astral_taskclaim.queues import BaseQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
@@ -47,11 +48,12 @@ async def aenqueue_in_database(
 ) -> tuple[datetime | None, str | None]:
     """Claim, message and result row in one statement (``tasks/enqueue.sql``,
     as the sync path runs it), committed at once."""
-    for _ in range(ENQUEUE_TRIES):
-        params = request.in_database_params(queue)
-        [(enqueued_at, holder)] = await run(database, "tasks/enqueue.sql", params)
-        if enqueued_at is not None or holder is not None:
-            return enqueued_at, holder
+    with sending(queue, request.envelope_key, request.task.module_path):
+        for _ in range(ENQUEUE_TRIES):
+            params = request.in_database_params(queue)
+            [(enqueued_at, holder)] = await run(database, "tasks/enqueue.sql", params)
+            if enqueued_at is not None or holder is not None:
+                return enqueued_at, holder
     raise request.changing_hands(request.envelope_key)
 
 

@@ -32,6 +32,7 @@ from django.db import connections, transaction
 
 from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.claims.writing import async_write_alias, in_transaction
+from astral_taskclaim.core.tracing import sending
 from astral_taskclaim.core.validation import (
     raise_misconfigured,
     validate_alias,
@@ -242,12 +243,13 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
     ) -> tuple[datetime | None, str | None]:
         """Claim, message and result row in one statement (joining the
         caller's transaction, in a savepoint)."""
-        for _ in range(ENQUEUE_TRIES):
-            params = request.in_database_params(queue)
-            with _savepoint_if_in_transaction(database):
-                [(enqueued_at, holder)] = statements.run(database, "tasks/enqueue.sql", params)
-            if enqueued_at is not None or holder is not None:
-                return enqueued_at, holder
+        with sending(queue, request.envelope_key, request.task.module_path):
+            for _ in range(ENQUEUE_TRIES):
+                params = request.in_database_params(queue)
+                with _savepoint_if_in_transaction(database):
+                    [(enqueued_at, holder)] = statements.run(database, "tasks/enqueue.sql", params)
+                if enqueued_at is not None or holder is not None:
+                    return enqueued_at, holder
         raise request.changing_hands(request.envelope_key)
 
     def _enqueue_elsewhere(

@@ -166,6 +166,11 @@ class RecordingSender:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.queue, name)
 
+    @property
+    def task_name(self) -> str:
+        """The Django Task's path (on the enqueue's span)."""
+        return str(self.request.task.module_path)
+
     def run_statement(self, path: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         """Runs a shipped SQL file on the results database (Django's connection)."""
         return statements.run(self.database, path, params)
