@@ -66,4 +66,11 @@ def sentry() -> Iterator[Received]:
         sentry_sdk.init(dsn=f"http://public@{host}/1", **options)
         yield received
         sentry_sdk.flush(10)
-        sentry_sdk.get_client().close()  # Sentry is off again
+        sentry_sdk.get_client().close()
+        # Sentry is off again for the tests after: no scope keeps a client.
+        for scope in (
+            sentry_sdk.get_global_scope(),
+            sentry_sdk.get_isolation_scope(),
+            sentry_sdk.get_current_scope(),
+        ):
+            scope.set_client(None)
