@@ -2,10 +2,12 @@
 trigger, never two runs of a key less than a window apart or side by side.
 
 Producer processes save random documents (each save bumps the document's
-version and commits) and trigger the document's key with
-``trailing="latest"``; worker processes run a task that records the
+version) and trigger the document's key with ``trailing="latest"`` in the
+same transaction; worker processes run a task that records the
 version it read at its start and when it ended. Some runs last longer than
-the window. Part way through, a worker is SIGKILLed and replaced. Once the
+the window. Part way through, a worker is SIGKILLed and replaced, or the
+server restarts (the embedded one; on another, every worker connection is
+terminated, as a restart does to them). Once the
 producers stop, every document's last version must be read by some run
 (no trigger lost: a run that read version v started after saves 1..v),
 and the runs of each key that finished must start a window apart and never
@@ -27,6 +29,7 @@ from django.db import connection
 
 from tests.reliability.processes import Fleet, subprocess_env
 from tests.reliability.support import ROOT, record_figures, sized, wait_until
+from tests.workerkit import restart_server_or_terminate
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -67,8 +70,9 @@ def versions() -> dict[str, tuple[int, int]]:
         return {key: (version, seen) for key, version, seen in cursor.fetchall()}
 
 
+@pytest.mark.parametrize("disruption", ["sigkill", "restart"])
 def test_no_stale_document_no_lost_trigger_no_close_or_overlapping_runs(
-    fleet: Fleet, documents: list[str], tmp_path: Path
+    fleet: Fleet, documents: list[str], tmp_path: Path, disruption: str
 ) -> None:
     fleet.trailing = True
     seed = random.randrange(2**32)
@@ -98,8 +102,11 @@ def test_no_stale_document_no_lost_trigger_no_close_or_overlapping_runs(
         ready = [tmp_path / f"producer-{n}.ready" for n in range(PRODUCERS)]
         wait_until(lambda: all(path.exists() for path in ready), "the producers")
         wait_until(lambda: sum(v for v, _ in versions().values()) > 300, "300 saves")
-        fleet.running()[0].kill()  # anywhere: in a run, a claim write, a settlement
-        fleet.start("--concurrency", "4", "--wait", "1")
+        if disruption == "sigkill":
+            fleet.running()[0].kill()  # anywhere: in a run, a claim write, a settlement
+            fleet.start("--concurrency", "4", "--wait", "1")
+        else:
+            restart_server_or_terminate(fleet.application_name)
         wait_until(lambda: sum(v for v, _ in versions().values()) > 1200, "1200 saves", timeout=120)
     finally:
         stop.touch()
@@ -126,7 +133,7 @@ def test_no_stale_document_no_lost_trigger_no_close_or_overlapping_runs(
             close += token != again and later - start < timedelta(seconds=WINDOW) - SLACK
             overlapping += later < end
     record_figures(
-        "trailing_runs",
+        f"trailing_runs_{disruption}",
         keys=KEYS,
         producers=PRODUCERS,
         triggers=triggers,

@@ -1,8 +1,9 @@
 """A producer of the trailing-runs test, run as ``python -m
 tests.reliability.trailer``: until told to stop, it saves a random
-document (its version goes up by one, committed) and then triggers the
-document's key with ``enqueue_claimed(..., trailing="latest")``, as an
-app's save handler would.
+document (its version goes up by one) and triggers the document's key with
+``enqueue_claimed(..., trailing="latest")`` in the same transaction, as an
+app's save handler would; a save the database fails (a restart) is not
+made, and the next one goes on.
 
 Arguments as JSON in argv[1]: ``keys``, ``window``, ``seed``, ``queue``
 (the PostgreSQL queue's options), ``ready`` (a path it creates once
@@ -24,7 +25,7 @@ def main() -> None:
     import django
 
     django.setup()
-    from django.db import connection
+    from django.db import DatabaseError, connection, transaction
 
     from astral_taskclaim.claims.claim import enqueue_claimed
     from astral_taskclaim.queues.postgres import PostgresQueue
@@ -38,12 +39,19 @@ def main() -> None:
     triggers = 0
     while not stop.exists():
         key = rng.choice(arguments["keys"])
-        with connection.cursor() as cursor:
-            cursor.execute("UPDATE trailing_doc SET version = version + 1 WHERE key = %s", [key])
         # A few runs last longer than the window.
         sleep_ms = 1500 if rng.random() < 0.03 else rng.randrange(0, 60)
         task = {"key": key, "sleep_ms": sleep_ms}
-        enqueue_claimed(queue, key, task, window_seconds=arguments["window"], trailing="latest")
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(
+                    "UPDATE trailing_doc SET version = version + 1 WHERE key = %s", [key]
+                )
+                window = arguments["window"]
+                enqueue_claimed(queue, key, task, window_seconds=window, trailing="latest")
+        except DatabaseError:
+            connection.close()  # the server restarted: reconnect for the next save
+            continue
         triggers += 1
         time.sleep(rng.uniform(0, 0.02))  # pacing the saves, not waiting for an event
     print(json.dumps({"triggers": triggers}))
