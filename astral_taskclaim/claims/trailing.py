@@ -11,8 +11,9 @@ task replaces its task, in ``"first"`` mode nothing is written
 The message's delivery claims the key for the follow-up's token and runs
 its task, or waits again while a claim still holds the key
 (``taskclaim/follow_up.sql``, :func:`take_follow_up`). A run sent at once
-in this mode holds its key a window from its start (:func:`hold_from_start`),
-so run starts of a key are at least a window apart.
+in this mode holds its key a window from its start (:func:`start_sent`), or is
+superseded by a later claim of the key, so run starts of a key are at
+least a window apart.
 
 Statements and sends follow :func:`~astral_taskclaim.claims.writing.plan`:
 a queue whose messages join the claims' database (PostgreSQL, an outbox)
@@ -151,7 +152,9 @@ def take_follow_up(alias: str, found: Envelope) -> Envelope | float | None:
     return Envelope(found.key, found.claim, window, parsed)
 
 
-def hold_from_start(alias: str, found: Envelope) -> None:
-    """Holds a trailing-mode run's key a window from now, its start."""
-    params = hold_params(found.key, found.claim, 0, found.window_seconds)
-    statements.run(alias, "taskclaim/hold.sql", params)
+def start_sent(alias: str, found: Envelope) -> bool:
+    """Whether a trailing-mode message sent at once may run: its key is
+    then held a window from now, its run's start. ``False`` when another
+    token holds the key (a later claim, whose run carries this trigger)."""
+    params = {**hold_params(found.key, found.claim, 0, found.window_seconds)}
+    return bool(statements.run(alias, "taskclaim/start.sql", params))

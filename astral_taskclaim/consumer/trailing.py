@@ -6,14 +6,15 @@ pending follow-up's task; while another claim holds the key it is sent
 again for when that claim ends (not an attempt: no claim of its own is
 touched); once superseded (a later send or follow-up took its place) it is
 acked unrun. A trailing-mode message sent at once holds its key a window
-from its run's start.
+from its run's start, or is superseded (acked unrun) when its claim ran out
+while it waited and a later claim holds the key.
 """
 
 from __future__ import annotations
 
 import logging
 
-from astral_taskclaim.claims.trailing import hold_from_start, take_follow_up
+from astral_taskclaim.claims.trailing import start_sent, take_follow_up
 from astral_taskclaim.consumer.deferral import send_again
 from astral_taskclaim.consumer.summary import ConsumeSummary, Message, Outcome
 from astral_taskclaim.core.envelope import FOLLOW_UP_FIELD, TRAILING_FIELD, Envelope
@@ -31,35 +32,35 @@ def begin(
     """The envelope to run for ``message`` (a follow-up's, with its task),
     or the outcome once it is settled without a run."""
     body = message.body
-    if type(body) is not dict:
+    # Most messages are neither: one dict lookup each, nothing more.
+    if type(body) is not dict or body.get(FOLLOW_UP_FIELD, body.get(TRAILING_FIELD)) is not True:
         return found
+    queue, shown = summary.queue, (printable(summary.queue), printable(found.key))
+    extra = {"queue": queue, "key": found.key}
     if body.get(FOLLOW_UP_FIELD) is True:
         taken = take_follow_up(alias, found)
         if isinstance(taken, Envelope):
             return taken
-        queue, shown = summary.queue, (printable(summary.queue), printable(found.key))
-        extra = {"queue": queue, "key": found.key}
-        if taken is None:
+        if taken is not None:
+            wait = max(taken, _SHORTEST_WAIT)
+            send_again(queue, message, wait)
             logger.debug(
-                "%s task %s: follow-up superseded; acked unrun",
+                "%s task %s: follow-up waits %.1f s for the claim holding its key",
                 *shown,
-                extra={"event": "queue.follow_up_superseded", **extra},
+                wait,
+                extra={"event": "queue.follow_up_waiting", **extra},
             )
-            message.ack()
-            summary.superseded += 1
-            return "superseded"
-        wait = max(taken, _SHORTEST_WAIT)
-        send_again(queue, message, wait)
-        logger.debug(
-            "%s task %s: follow-up waits %.1f s for the claim holding its key",
-            *shown,
-            wait,
-            extra={"event": "queue.follow_up_waiting", **extra},
-        )
-        summary.retried += 1
-        summary.follow_up_waits += 1
-        summary.retry_delays.append(wait)
-        return "retried"
-    if body.get(TRAILING_FIELD) is True:
-        hold_from_start(alias, found)
-    return found
+            summary.retried += 1
+            summary.follow_up_waits += 1
+            summary.retry_delays.append(wait)
+            return "retried"
+    elif start_sent(alias, found):
+        return found
+    logger.debug(
+        "%s task %s: superseded by a later claim of its key; acked unrun",
+        *shown,
+        extra={"event": "queue.follow_up_superseded", **extra},
+    )
+    message.ack()
+    summary.superseded += 1
+    return "superseded"
