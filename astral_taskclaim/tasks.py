@@ -4,7 +4,7 @@ In an installed app's ``tasks`` module (imported when Django starts)::
 
     from astral_taskclaim.tasks import claimed_task
 
-    @claimed_task(queue="refresh", max_retries=3, window_seconds=300)
+    @claimed_task(queue="refresh", max_retries=3, window_seconds=300, time_limit=60)
     def refresh_project(task):
         client.refresh(task["id"]).raise_for_status()
 
@@ -30,14 +30,8 @@ from astral_taskclaim.consumer.deferral import nameable
 from astral_taskclaim.consumer.dispatch import QueueConsumer, naming_task
 from astral_taskclaim.consumer.retry import RetryAfter, RetryAfterMs, requested_retry_after_ms
 from astral_taskclaim.consumer.summary import ConsumeSummary, TaskOptions, history_note
-from astral_taskclaim.core.validation import (
-    TrailingOption,
-    validate_callable,
-    validate_max_retries,
-    validate_text,
-    validate_trailing,
-    validate_window,
-)
+from astral_taskclaim.core import validation
+from astral_taskclaim.core.validation import TrailingOption
 from astral_taskclaim.queues import MessageBatch, queues
 from astral_taskclaim.queues.runs import HistoryMode, history_problem
 
@@ -73,6 +67,8 @@ class ClaimedTask(Generic[T]):
     ``key_namespace``: claim keys as ``"<namespace>:<key>"``, apart from other tasks' keys.
     ``trailing`` (``"latest"``, ``"first"``): a trigger on a claimed key is
     never dropped but becomes its follow-up run (:doc:`/flow-control`).
+    ``time_limit``: seconds a run may take (``None``: the queue's ``TIME_LIMIT``,
+    if any), past which it fails (:mod:`~astral_taskclaim.consumer.time_limits`).
     """
 
     def __init__(
@@ -89,24 +85,25 @@ class ClaimedTask(Generic[T]):
         default: bool = False,
         key_namespace: str | None = None,
         trailing: TrailingOption = None,
+        time_limit: float | None = None,
     ) -> None:
         if not callable(run):
             raise TypeError(f"a claimed task must decorate a function, got {run!r}")
-        validate_text(queue, name="queue")
-        validate_max_retries(max_retries)
-        validate_callable(parse, name="parse", required=False)
-        validate_callable(retry_after_ms, name="retry_after_ms", required=False)
+        validation.validate_text(queue, name="queue")
+        validation.validate_max_retries(max_retries)
+        validation.validate_callable(parse, name="parse", required=False)
+        validation.validate_callable(retry_after_ms, name="retry_after_ms", required=False)
         if name is not None and not nameable(name):
             raise ValueError(f"name must be a non-empty str without NUL, got {name!r}")
         if name is None and not hasattr(run, "__qualname__"):
             raise TypeError(f"{run!r} is not a function and has no name of its own: give name=...")
         if window_seconds is not None:
-            validate_window(window_seconds)
+            validation.validate_window(window_seconds)
         if history is not None and (problem := history_problem(history)) is not None:
             raise ValueError(f"history {problem}")
         self.history = history
         if key_namespace is not None:
-            validate_text(key_namespace, name="key_namespace")
+            validation.validate_text(key_namespace, name="key_namespace")
         self.run = run
         self.queue = queue
         self.max_retries = max_retries
@@ -116,7 +113,8 @@ class ClaimedTask(Generic[T]):
         self.window_seconds = window_seconds
         self.default = bool(default)
         self.key_namespace = key_namespace
-        self.trailing = validate_trailing(trailing)
+        self.trailing = validation.validate_trailing(trailing)
+        self.time_limit = validation.validate_time_limit(time_limit)
         #: The registry holding this task, which says whether its queue has others.
         self.registry: TaskRegistry | None = None
         functools.update_wrapper(self, run)
@@ -181,7 +179,7 @@ class ClaimedTask(Generic[T]):
         """The consumer's hook before a run: this task's options and history."""
         note = history_note(self.name, self.history or consumer.history)
         options = (self.parse, self.run, self.max_retries, self.retry_after_ms)
-        return TaskOptions(*options, history=note)
+        return TaskOptions(*options, history=note, time_limit=self.time_limit)
 
     def consume(self, batch: MessageBatch, *, using: str | None = None) -> ConsumeSummary:
         """Runs ``batch`` as ``consume_claimed`` does, with this task's options."""
@@ -310,6 +308,7 @@ class TaskRegistry:
         default: bool = ...,
         key_namespace: str | None = ...,
         trailing: TrailingOption = ...,
+        time_limit: float | None = ...,
     ) -> Callable[[Callable[[T], object]], ClaimedTask[T]]: ...
 
     def task(

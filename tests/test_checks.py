@@ -331,7 +331,7 @@ def test_e016_an_unknown_key_of_a_queue_entry(key: object, guess: str) -> None:
     assert ids(messages) == ["astral_taskclaim.E016"]
     assert messages[0].msg == (
         f"TASKCLAIM_QUEUES['jobs'] has unknown key {key!r}; allowed: BACKEND, OPTIONS, "
-        f"HISTORY{guess}"
+        f"HISTORY, TIME_LIMIT{guess}"
     )
     assert messages[0].obj == "jobs"
     assert "OPTIONS" in (messages[0].hint or "")

@@ -26,9 +26,9 @@ from django.db import connections, transaction
 from astral_taskclaim import signals
 from astral_taskclaim.claims.claim import hold_task, release_task
 from astral_taskclaim.claims.writing import discard_broken_connection, in_transaction, resolve_alias
-from astral_taskclaim.consumer import failures, observe, retry, trailing
+from astral_taskclaim.consumer import failures, observe, retry, time_limits, trailing
 from astral_taskclaim.consumer.deferral import unknown_task
-from astral_taskclaim.consumer.event_loop import awaited, run_steps
+from astral_taskclaim.consumer.event_loop import run_steps
 from astral_taskclaim.consumer.summary import (
     Batch,
     ConsumeSummary,
@@ -47,7 +47,7 @@ from astral_taskclaim.core.envelope import Envelope, parse_body, task_name_of
 from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.redaction import redacting_filter
 from astral_taskclaim.db.connections import savepoint_if_in_atomic
-from astral_taskclaim.queues.messages import ReceivedMessage
+from astral_taskclaim.queues import ReceivedMessage, queue_time_limit
 from astral_taskclaim.queues.runs import HistoryMode, queue_history
 
 __all__ = ["Consumer", "consume_claimed"]
@@ -69,7 +69,7 @@ class Consumer(MessageConsumer):
     binds it to a database for a batch; :meth:`steps` is the one way a
     message is run."""
 
-    __slots__ = ("alias", "default", "history", "name", "queue", "scale", "tasks")
+    __slots__ = ("alias", "default", "history", "name", "queue", "scale", "tasks", "time_limit")
 
     def __init__(
         self, queue: str, tasks: Sequence[NamedEntry] = (), *, default: Entry | None = None
@@ -82,6 +82,7 @@ class Consumer(MessageConsumer):
         self.name = ", ".join(self.tasks) or str(getattr(default, "name", ""))
         self.alias, self.scale = "", 1.0
         self.history: HistoryMode = "none"
+        self.time_limit: float | None = None
 
     @property
     def window_seconds(self) -> float | None:
@@ -97,7 +98,7 @@ class Consumer(MessageConsumer):
     def consumer(self, *, using: str | None = None) -> Consumer:
         """This consumer on database ``using`` for a batch (raising as
         :func:`consume_claimed` does); reads ``TASKCLAIM_DELAY_SCALE`` and,
-        for claimed tasks, the queue's ``HISTORY``."""
+        for claimed tasks, the queue's ``HISTORY``; its ``TIME_LIMIT``."""
         alias = resolve_alias(using)
         if in_transaction(connections[alias]):
             raise transaction.TransactionManagementError(
@@ -107,6 +108,7 @@ class Consumer(MessageConsumer):
         bound = copy.copy(self)
         bound.alias, bound.scale = alias, app_settings.DELAY_SCALE
         bound.history = queue_history(self.queue) if self.tasks else "none"
+        bound.time_limit = queue_time_limit(self.queue)
         return bound
 
     def consume_one(self, message: Message, summary: ConsumeSummary) -> Outcome:
@@ -185,10 +187,7 @@ class Consumer(MessageConsumer):
             if attempts - unsettled > options.max_retries + 1:
                 raise failures.DeliveriesExhausted(attempts, options.max_retries)
             signals.send(signals.task_started, queue, found, attempts, task)
-            result = options.run(task)
-            yield from awaited(result, self.alias)
-            if failures.roll_back_left_open(self.alias):
-                raise failures.TransactionLeftOpen(self.alias)
+            yield from time_limits.run_within(options, task, found, attempts, summary, self)
         except BaseException as error:
             if not failures.is_task_failure(error):
                 raise

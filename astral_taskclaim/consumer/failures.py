@@ -14,7 +14,9 @@ no worker's handlers installed): that may be a real Ctrl-C, so it propagates.
 :class:`DeliveriesExhausted` is the failure of a message delivered more
 times than its task has attempts without ever being settled: each earlier
 delivery ended its worker (``os._exit()``, SIGKILL, out of memory, a
-segfault). It is given up without running again.
+segfault). It is given up without running again. :class:`TimeLimitExceeded`
+is the failure of a run that went on past its time limit
+(:mod:`~astral_taskclaim.consumer.time_limits`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,13 @@ from django.db import connections
 
 from astral_taskclaim.core.logtext import printable
 
-__all__ = ["DeliveriesExhausted", "TaskNotFound", "describe_error", "is_task_failure"]
+__all__ = [
+    "DeliveriesExhausted",
+    "TaskNotFound",
+    "TimeLimitExceeded",
+    "describe_error",
+    "is_task_failure",
+]
 
 #: Longest error text kept with a queued message.
 _MAX_ERROR_CHARS = 2000
@@ -44,6 +52,19 @@ class DeliveriesExhausted(Exception):
         )
         self.attempts = attempts
         self.max_retries = max_retries
+
+
+class TimeLimitExceeded(Exception):
+    """A run that went on past its time limit of ``seconds``: an ``async
+    def`` task was cancelled; a sync one (``hung``) was left running on its
+    thread, which Python cannot stop, and its worker exits for a restart.
+    Either way a failed attempt, retried or given up as any other."""
+
+    def __init__(self, seconds: float, *, hung: bool) -> None:
+        then = "left running (a thread cannot be stopped)" if hung else "cancelled"
+        super().__init__(f"the run took longer than its time limit of {seconds:g} s; {then}")
+        self.seconds = seconds
+        self.hung = hung
 
 
 class TransactionLeftOpen(Exception):

@@ -13,7 +13,11 @@ from typing import Any, Literal, NamedTuple, Protocol, Self
 
 from astral_taskclaim.core.envelope import Envelope
 from astral_taskclaim.core.logtext import counted, printable
-from astral_taskclaim.core.validation import validate_callable, validate_max_retries
+from astral_taskclaim.core.validation import (
+    validate_callable,
+    validate_max_retries,
+    validate_time_limit,
+)
 from astral_taskclaim.queues.runs import HistoryMode, RunNote
 
 __all__ = ["ConsumeSummary", "MessageConsumer", "Outcome", "TaskOptions", "TaskRun", "WorkerStats"]
@@ -67,6 +71,8 @@ class ConsumeSummary:
     follow_up_waits: int = 0
     #: Follow-up runs acked unrun: a later run took their place.
     superseded: int = 0
+    #: Of the retried and failed, attempts that ran past their time limit.
+    timed_out: int = 0
     #: Messages received but handed back unrun (a stop or a database error
     #: part way through a batch), visible again at once.
     returned: int = 0
@@ -91,6 +97,7 @@ class ConsumeSummary:
         self.unknown_task += other.unknown_task
         self.follow_up_waits += other.follow_up_waits
         self.superseded += other.superseded
+        self.timed_out += other.timed_out
         self.returned += other.returned
         self.retry_delays.extend(other.retry_delays)
         return self
@@ -109,6 +116,8 @@ class ConsumeSummary:
             text += f", {self.follow_up_waits} follow-ups waiting for their key"
         if self.superseded:
             text += f", {self.superseded} follow-ups superseded"
+        if self.timed_out:
+            text += f", {self.timed_out} timed out"
         if self.claim_write_failures:
             text += f", {self.claim_write_failures} claim writes failed"
         return text
@@ -132,6 +141,7 @@ class ConsumeSummary:
             "unknown_task": self.unknown_task,
             "follow_up_waits": self.follow_up_waits,
             "superseded": self.superseded,
+            "timed_out": self.timed_out,
             "returned": self.returned,
         }
 
@@ -189,6 +199,9 @@ class WorkerStats(ConsumeSummary):
     #: Messages whose settlement could not be written: leased until their
     #: leases run out, then delivered again.
     left_leased: int = 0
+    #: Sync runs left running past their time limit (a thread cannot be
+    #: stopped): the worker stopped, to exit for a restart.
+    hung: int = 0
 
     def add(self, summary: ConsumeSummary) -> None:
         """Adds one batch's summary (:meth:`merge`)."""
@@ -265,7 +278,9 @@ class TaskOptions(NamedTuple):
     """How one message's task is run, as :func:`consume_claimed` takes
     them, and the hooks around the run: ``on_failure`` records a failed
     attempt, ``after`` gets the outcome once the message is settled,
-    ``history`` notes the run in ``taskclaim.run``."""
+    ``history`` notes the run in ``taskclaim.run``; ``time_limit`` is the
+    run's, in seconds (``None``: none; see
+    :mod:`~astral_taskclaim.consumer.time_limits`)."""
 
     parse: Callable[[Any], Any]
     run: Callable[[Any], object]
@@ -274,6 +289,7 @@ class TaskOptions(NamedTuple):
     on_failure: FailureHook | None = None
     after: Callable[[Outcome], object] | None = None
     history: RunNote | None = None
+    time_limit: float | None = None
 
     def prepare(self, *_: object) -> TaskOptions:
         """These options are the entry of a consumer running every message with them."""
@@ -288,6 +304,7 @@ def checked_options(options: TaskOptions) -> TaskOptions:
     validate_callable(options.retry_after_ms, name="retry_after_ms", required=False)
     validate_callable(options.on_failure, name="on_failure", required=False)
     validate_callable(options.after, name="after", required=False)
+    validate_time_limit(options.time_limit)
     return options
 
 

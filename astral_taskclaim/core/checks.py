@@ -23,8 +23,9 @@ _PREFIX = "TASKCLAIM_"
 
 #: The keys of a ``TASKCLAIM_QUEUES`` entry, as the code reading them has
 #: them: ``BACKEND`` and ``OPTIONS`` ``queues.create_queue``, ``HISTORY``
-#: ``queues.runs.queue_history``. A backend is handed its ``OPTIONS`` only.
-_QUEUE_KEYS = ("BACKEND", "OPTIONS", "HISTORY")
+#: ``queues.runs.queue_history``, ``TIME_LIMIT`` ``queues.queue_time_limit``.
+#: A backend is handed its ``OPTIONS`` only.
+_QUEUE_KEYS = ("BACKEND", "OPTIONS", "HISTORY", "TIME_LIMIT")
 
 
 def configured_queues() -> dict[str, Any] | None:
@@ -84,7 +85,7 @@ def check_setting_names(**kwargs: Any) -> list[checks.CheckMessage]:
 @checks.register()
 def check_queue_keys(**kwargs: Any) -> list[checks.CheckMessage]:
     """E016 for each key of a ``TASKCLAIM_QUEUES`` entry that is no
-    ``BACKEND``, ``OPTIONS`` or ``HISTORY``."""
+    ``BACKEND``, ``OPTIONS``, ``HISTORY`` or ``TIME_LIMIT``."""
     found: list[checks.CheckMessage] = []
     allowed = ", ".join(_QUEUE_KEYS)
     for alias, config in (configured_queues() or {}).items():

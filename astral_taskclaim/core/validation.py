@@ -122,6 +122,19 @@ def validate_window(value: object, *, name: str = "window_seconds") -> float:
     return value  # type: ignore[return-value]
 
 
+def validate_time_limit(value: object, *, name: str = "time_limit") -> float | None:
+    """``value`` if it can be a run's time limit: ``None`` (no limit) or a
+    finite number of seconds above 0, at most :data:`MAX_SECONDS`; else
+    ``TypeError``/``ValueError`` naming ``name``. A limit of 0 would fail
+    every run before it starts."""
+    if value is None:
+        return None
+    expected = f"a number of seconds above 0 and at most {MAX_SECONDS:g}"
+    return validate_number(
+        value, name=name, low=0, low_open=True, high=MAX_SECONDS, expected=expected
+    )
+
+
 def check_configured(queue: object) -> None:
     """``ImproperlyConfigured`` naming ``queue`` if its
     ``configuration_errors()`` (else ``check()``) reports a serious

@@ -6,6 +6,7 @@
             "BACKEND": "astral_taskclaim.queues.sqs.SQSQueue",
             "OPTIONS": {"queue_url": "...", "region_name": "eu-west-1"},
             "HISTORY": "failures",
+            "TIME_LIMIT": 300,
         },
     }
 
@@ -13,7 +14,10 @@
 thread), from a handler built like Django's ``caches``. Without the setting
 there is one queue, ``default``, on PostgreSQL. ``HISTORY`` (``"all"``,
 ``"failures"`` or ``"none"``; default ``"all"``) is what the run history
-keeps of the queue's claimed tasks (:mod:`.runs`).
+keeps of the queue's claimed tasks (:mod:`.runs`). ``TIME_LIMIT`` (seconds
+above 0, or ``None``, the default: no limit) is the time limit of the runs
+of the queue's tasks that set none themselves
+(:mod:`~astral_taskclaim.consumer.time_limits`).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from django.utils.functional import cached_property
 from django.utils.module_loading import import_string
 
 from astral_taskclaim.core.conf import app_settings
+from astral_taskclaim.core.validation import validate_time_limit
 from astral_taskclaim.queues.base import BaseQueue, QueueError, QueueStatus
 from astral_taskclaim.queues.messages import MessageBatch, ReceivedMessage
 from astral_taskclaim.queues.runs import queue_history
@@ -48,6 +53,18 @@ def unknown_queue(alias: str) -> str:
     """The error message for ``alias`` missing from ``TASKCLAIM_QUEUES``."""
     known = ", ".join(sorted(app_settings.QUEUES)) or "none"
     return f"unknown queue {alias!r}; TASKCLAIM_QUEUES has: {known}"
+
+
+def queue_time_limit(alias: str) -> float | None:
+    """``TASKCLAIM_QUEUES[alias]["TIME_LIMIT"]``: the time limit of the runs
+    of the queue's tasks that set none (``None`` when unset: no limit);
+    ``ImproperlyConfigured`` naming it for a value that is none."""
+    config = app_settings.QUEUES.get(alias)
+    value = config.get("TIME_LIMIT") if isinstance(config, dict) else None
+    try:
+        return validate_time_limit(value, name=f"TASKCLAIM_QUEUES[{alias!r}]['TIME_LIMIT']")
+    except (TypeError, ValueError) as error:
+        raise ImproperlyConfigured(str(error)) from None
 
 
 def check_queue(alias: str) -> list[checks.CheckMessage]:
@@ -81,7 +98,9 @@ def create_queue(alias: str) -> BaseQueue:
     options = config.get("OPTIONS", {})
     if not isinstance(options, dict):
         raise ImproperlyConfigured(f"TASKCLAIM_QUEUES[{alias!r}]['OPTIONS'] must be a dict")
-    queue_history(alias)  # HISTORY is checked here too, so check_queue reports it
+    # HISTORY and TIME_LIMIT are checked here too, so check_queue reports them.
+    queue_history(alias)
+    queue_time_limit(alias)
     return backend(alias, options=options)
 
 

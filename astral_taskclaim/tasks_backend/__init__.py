@@ -66,7 +66,15 @@ def register_runners(*, setting: str | None = None, **kwargs: Any) -> None:
         except ImproperlyConfigured:
             continue  # a malformed TASKCLAIM_QUEUES: check E006 reports it
         runners += [
-            (queue, TaskRunner(backend_alias=alias, queue=queue, max_retries=read.max_retries))
+            (
+                queue,
+                TaskRunner(
+                    backend_alias=alias,
+                    queue=queue,
+                    max_retries=read.max_retries,
+                    time_limit=read.time_limit,
+                ),
+            )
             for queue in read.carrying
         ]
     registry.set_runners(runners)

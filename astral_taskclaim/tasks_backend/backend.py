@@ -6,14 +6,21 @@
         "default": {
             "BACKEND": "astral_taskclaim.tasks_backend.ClaimTaskBackend",
             "QUEUES": ["default", "mail"],
-            "OPTIONS": {"queue": "tasks", "queues": {"mail": "mail"}, "max_retries": 3},
+            "OPTIONS": {
+                "queue": "tasks",
+                "queues": {"mail": "mail"},
+                "max_retries": 3,
+                "time_limit": 600,
+            },
         },
     }
 
 Options: ``queue`` (the ``TASKCLAIM_QUEUES`` alias carrying the runs,
 default ``"default"``), ``queues`` (a Task ``queue_name`` → alias mapping for
 names that go elsewhere), ``max_retries`` (retries after a failed attempt,
-default 3, with the app's backoff). ``manage.py consume_claimed ALIAS``
+default 3, with the app's backoff), ``time_limit`` (seconds a run may take,
+past which its attempt fails; default ``None``: the queue's ``TIME_LIMIT``,
+see :mod:`~astral_taskclaim.consumer.time_limits`). ``manage.py consume_claimed ALIAS``
 runs them. Results are stored in ``taskclaim.task_result`` in
 ``TASKCLAIM_DATABASE``, whatever the queue.
 """
@@ -37,6 +44,7 @@ from astral_taskclaim.core.validation import (
     raise_misconfigured,
     validate_alias,
     validate_max_retries,
+    validate_time_limit,
 )
 from astral_taskclaim.db import statements
 from astral_taskclaim.queues import BaseQueue, check_queue, queues
@@ -56,7 +64,7 @@ from astral_taskclaim.tasks_backend.sending import (
 )
 from astral_taskclaim.tasks_backend.task import ClaimTask, coalescing_key, validate_options
 
-OPTIONS = frozenset({"queue", "queues", "max_retries"})
+OPTIONS = frozenset({"queue", "queues", "max_retries", "time_limit"})
 DEFAULT_MAX_RETRIES = 3
 
 
@@ -77,6 +85,7 @@ class BackendOptions:
     queue: str
     queues: dict[str, str]
     max_retries: int
+    time_limit: float | None
     problems: tuple[str, ...]
 
     @classmethod
@@ -101,11 +110,12 @@ class BackendOptions:
         }
         retries = options.get("max_retries", DEFAULT_MAX_RETRIES)
         retries = valid(validate_max_retries, retries, "['max_retries']", DEFAULT_MAX_RETRIES)
+        limit = valid(validate_time_limit, options.get("time_limit"), "['time_limit']", None)
         problems += [
             f"unknown option {name!r}; known: {', '.join(sorted(OPTIONS))}"
             for name in sorted(set(options) - OPTIONS)
         ]
-        return cls(queue, aliases, retries, tuple(problems))
+        return cls(queue, aliases, retries, limit, tuple(problems))
 
     @property
     def carrying(self) -> list[str]:

@@ -71,16 +71,25 @@ logger = logging.getLogger(__name__)
 
 class TaskRunner:
     """The consumer of queue ``queue`` for Django Tasks of the backend
-    ``backend_alias``; ``max_retries`` unless a task sets its own. It has
-    its queue to itself: the messages name no claimed task."""
+    ``backend_alias``; ``max_retries`` unless a task sets its own, and its
+    runs' ``time_limit`` (``None``: the queue's). It has its queue to
+    itself: the messages name no claimed task."""
 
     #: ``consume_claimed --file`` enqueues no Django Task: no window.
     window_seconds = None
 
-    def __init__(self, *, backend_alias: str, queue: str, max_retries: int) -> None:
+    def __init__(
+        self,
+        *,
+        backend_alias: str,
+        queue: str,
+        max_retries: int,
+        time_limit: float | None = None,
+    ) -> None:
         self.backend_alias = backend_alias
         self.queue = queue
         self.max_retries = max_retries
+        self.time_limit = time_limit
         self.name = f"Django Tasks of backend {backend_alias!r}"
 
     def __repr__(self) -> str:
@@ -160,6 +169,7 @@ class TaskRunner:
             requested_retry_after_ms,
             on_failure=attempt.failed,
             after=attempt.record,
+            time_limit=self.time_limit,
         )
 
 

@@ -67,7 +67,7 @@ from astral_taskclaim.tasks import registry
 from astral_taskclaim.worker.budget import MessageBudget
 from astral_taskclaim.worker.leases import LeaseKeeper, lease_length
 from astral_taskclaim.worker.one_at_a_time import OneAtATime
-from astral_taskclaim.worker.protocol import default_batch_size
+from astral_taskclaim.worker.protocol import default_batch_size, stopping_on_hang
 from astral_taskclaim.worker.shutdown import DATABASE_ERRORS, Backoff, TwoStageStop
 from astral_taskclaim.worker.side_by_side import SideBySide
 
@@ -202,7 +202,7 @@ class Worker:
                 extra={"event": "worker.leases_not_extended", "queue": self.queue},
             )
         try:
-            with event_loop_scope():  # async runs share one loop while it runs
+            with event_loop_scope(), stopping_on_hang(self):  # async runs share a loop
                 if self.concurrency > 1:
                     SideBySide(self).run()
                 else:

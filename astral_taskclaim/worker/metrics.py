@@ -20,6 +20,8 @@ Metric                                                 Type       Labels
 ``taskclaim_worker_batches_total``                     counter    ``queue``
 ``taskclaim_worker_database_errors_total``             counter    ``queue``
 ``taskclaim_worker_unknown_task_messages_total``       counter    ``queue``
+``taskclaim_worker_timed_out_messages_total``          counter    ``queue``
+``taskclaim_worker_hung_runs_total``                   counter    ``queue``
 ``taskclaim_task_run_duration_seconds``                histogram  ``queue``, ``outcome``
 ``taskclaim_queue_messages``                           gauge      ``queue``, ``state``
 ``taskclaim_queue_oldest_message_age_seconds``         gauge      ``queue``
@@ -29,7 +31,10 @@ Metric                                                 Type       Labels
 ``outcome`` is ``ok``, ``retried``, ``failed``, ``malformed``,
 ``unparseable`` or ``returned`` (received, then handed back unrun at a stop
 or a database error); ``unknown_task_messages`` counts, among the retried,
-the messages sent again to wait for a worker that has their task; ``state``
+the messages sent again to wait for a worker that has their task;
+``timed_out_messages``, among the retried and failed, the attempts that ran
+past their time limit, and ``hung_runs`` those of sync tasks left running
+on their thread (the worker then exits for a restart); ``state``
 is ``ready``, ``delayed`` or ``leased`` for messages, ``active`` or
 ``expired`` for claims.
 """
@@ -100,6 +105,16 @@ class _WorkerCollector(Collector):
             "Messages a worker sent again to wait for a worker that has their task.",
             labels=["queue"],
         )
+        timed_out = CounterMetricFamily(
+            "taskclaim_worker_timed_out_messages",
+            "Attempts that ran past their time limit (retried or failed).",
+            labels=["queue"],
+        )
+        hung = CounterMetricFamily(
+            "taskclaim_worker_hung_runs",
+            "Sync runs left running past their time limit; the worker exits for a restart.",
+            labels=["queue"],
+        )
         for worker in self.workers:
             stats, queue = worker.stats, worker.queue
             for outcome in _OUTCOMES:
@@ -107,10 +122,9 @@ class _WorkerCollector(Collector):
             batches.add_metric([queue], stats.batches)
             errors.add_metric([queue], stats.database_errors)
             unknown.add_metric([queue], stats.unknown_task)
-        yield messages
-        yield batches
-        yield errors
-        yield unknown
+            timed_out.add_metric([queue], stats.timed_out)
+            hung.add_metric([queue], stats.hung)
+        yield from (messages, batches, errors, unknown, timed_out, hung)
 
 
 class _QueueCollector(Collector):

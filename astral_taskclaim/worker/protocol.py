@@ -1,7 +1,8 @@
 """Internal: what the worker's two loops (:mod:`.one_at_a_time`,
 :mod:`.side_by_side`) need of their :class:`~astral_taskclaim.worker.loop.Worker`
 (the worker module imports both), what they tell its ``on_run``, and what
-both do alike: hand messages back at once, and pick a suspect.
+both do alike: hand messages back at once, pick a suspect, and stop when a
+sync run is left running past its time limit.
 
 A worker that dies (a task's ``os._exit()``, SIGKILL, out of memory) leaves
 every message it had leased unsettled, and each comes back counted one more
@@ -16,14 +17,19 @@ up its own attempts, never its batch-mates'.
 
 from __future__ import annotations
 
+import logging
 import threading
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from astral_taskclaim.consumer.summary import ConsumeSummary, Outcome, TaskRun, WorkerStats
+from astral_taskclaim.consumer.time_limits import time_limits_scope
+from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.queues import MessageBatch, ReceivedMessage
 from astral_taskclaim.worker.leases import LeaseKeeper
 from astral_taskclaim.worker.shutdown import TwoStageStop
+
+logger = logging.getLogger(__name__)
 
 #: Largest batch the default batch size grows to with the concurrency.
 _MAX_DEFAULT_BATCH = 100
@@ -98,3 +104,25 @@ def hand_back_now(worker: Worker, queue: str, messages: list[ReceivedMessage]) -
         message.hand_back()
     summary = ConsumeSummary(queue=queue, returned=len(messages))
     worker._finish_batch(MessageBatch(queue, messages), summary, messages)
+
+
+def stopping_on_hang(worker: Worker) -> AbstractContextManager[None]:
+    """Inside the block, a sync run of the process left running past its
+    time limit (a thread Python cannot stop) stops ``worker`` after its
+    running messages, to exit for its supervisor to restart it, the thread
+    ending with the process; counted in ``stats.hung`` by the worker of its
+    queue, which logs ``worker.task_hung``."""
+
+    def hung(queue: str, key: str, seconds: float) -> None:
+        if queue == worker.queue:
+            with worker.stats_lock:
+                worker.stats.hung += 1
+            logger.error(
+                "%s: task %s is still running past its time limit of %g s on a thread that "
+                "cannot be stopped; stopping after the running messages, to exit for a restart",
+                *(printable(queue), printable(key), seconds),
+                extra={"event": "worker.task_hung", "queue": queue, "key": key},
+            )
+        worker.stop()
+
+    return time_limits_scope(hung)

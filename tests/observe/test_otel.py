@@ -119,6 +119,38 @@ def test_the_run_is_the_child_of_the_enqueue_and_the_enqueue_of_the_request(
     assert process.status.status_code == StatusCode.UNSET
 
 
+def test_a_time_limited_sync_run_is_in_its_span_and_a_timed_out_run_says_so(
+    queue: PostgresQueue, spans: InMemorySpanExporter
+) -> None:
+    enqueue_claimed(queue, "k:1", {"id": 1}, window_seconds=300)
+    current: list[int] = []
+
+    def run(task: Any) -> None:  # on a thread of its own: its time limit's
+        current.append(trace.get_current_span().get_span_context().span_id)
+
+    work(queue, run, time_limit=30)
+    [process] = named(spans, "process jobs")
+    assert current == [process.context.span_id]
+
+    spans.clear()
+    enqueue_claimed(queue, "k:2", {"id": 2}, window_seconds=300)
+    attempts: list[int] = []
+
+    async def hangs_once(task: Any) -> None:
+        attempts.append(len(attempts) + 1)
+        if len(attempts) == 1:
+            await asyncio.Event().wait()  # cancelled at the limit
+
+    work(queue, hangs_once, time_limit=0.2)
+    first, second = sorted(
+        named(spans, "process jobs"), key=lambda s: s.attributes["taskclaim.attempt"]
+    )
+    assert first.attributes["taskclaim.outcome"] == "retried"
+    assert first.attributes["error.type"] == "TimeLimitExceeded"
+    assert first.status.description == "retried: TimeLimitExceeded"
+    assert second.attributes["taskclaim.outcome"] == "ok"
+
+
 def test_each_failed_attempt_has_an_error_status_and_its_exception(
     queue: PostgresQueue, spans: InMemorySpanExporter
 ) -> None:

@@ -110,3 +110,10 @@ def exits(code: int) -> None:
 def interrupts() -> None:
     calls.append(("interrupts",))
     raise KeyboardInterrupt
+
+
+@_task(max_retries=0)
+async def sleeps(seconds: float) -> None:
+    """Awaits ``seconds``: past a time limit, cancelled."""
+    calls.append(("sleeps", seconds))
+    await asyncio.sleep(seconds)

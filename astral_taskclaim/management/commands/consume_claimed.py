@@ -20,13 +20,20 @@ from astral_taskclaim.schedules import Scheduler
 from astral_taskclaim.worker.group import WorkerGroup, consumed_queues
 from astral_taskclaim.worker.loop import Worker
 
+#: The exit status after a sync run was left running past its time limit
+#: (``EX_TEMPFAIL``): a supervisor restarts the worker, and the thread Python
+#: cannot stop ends with the process.
+HUNG_EXIT_STATUS = 75
+
 
 class Command(QueueLoopCommand[WorkerGroup]):
     help = (
         "Consumes each QUEUE named, or every TASKCLAIM_QUEUES alias with a claimed task or a "
         "Django Tasks backend when none is, with the tasks registered for it: runs, retries "
         "and gives up as consume_claimed does. The first SIGTERM/SIGINT finishes the running "
-        "messages, hands back those not started, settles and exits 0; a second exits at once."
+        "messages, hands back those not started, settles and exits 0; a second exits at once. "
+        f"A sync task run past its time limit makes it stop so and exit {HUNG_EXIT_STATUS}, "
+        "for its supervisor to restart it."
     )
     queue_help = (
         "TASKCLAIM_QUEUES aliases (default: every one with a claimed task or a Django Tasks "
@@ -120,12 +127,16 @@ class Command(QueueLoopCommand[WorkerGroup]):
 
     def run_loop(self, loop: WorkerGroup, options: dict[str, Any]) -> None:
         loop.run()
-        if options["verbosity"] < 1:
-            return  # -v 0: warnings only
-        for worker in loop.workers:
+        for worker in loop.workers if options["verbosity"] >= 1 else ():  # -v 0: warnings only
             self._say(str(worker.stats))
             if options["burst"]:
                 self._say(_burst_report(worker))
+        if hung := sum(worker.stats.hung for worker in loop.workers):
+            raise CommandError(
+                f"{counted(hung, 'task run')} left running past its time limit on a thread "
+                "that cannot be stopped: exiting for a restart",
+                returncode=HUNG_EXIT_STATUS,
+            )
 
     def _print_run(self, run: TaskRun) -> None:
         self._say(str(run))

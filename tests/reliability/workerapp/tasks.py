@@ -9,7 +9,9 @@ run, ``fail_always`` always fails; ``sleep_ms`` keeps the run busy after
 recording it, so a kill can land inside the run too. The poison modes
 (:data:`POISON_MODES`) end the run as a misbehaving task does: ``exit``
 calls ``sys.exit(3)``, ``interrupt`` raises ``KeyboardInterrupt``,
-``os_exit`` ends the worker process with ``os._exit(137)``. With
+``os_exit`` ends the worker process with ``os._exit(137)``; ``hang_first``
+never returns from its first run (a sync task a time limit gives up on) and
+succeeds on the next. With
 ``TASKCLAIM_RELIABILITY_ASYNC`` set, the task is an ``async def`` one.
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import threading
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -38,14 +41,16 @@ class PlannedFailure(Exception):
 
 
 def _record(task: dict[str, Any]) -> bool:
-    """Records this run; whether it is to fail."""
+    """Records this run; whether it is to fail (or, ``hang_first``, to hang)."""
     mode = task.get("mode", "ok")
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM reliability_run WHERE task_id = %s", [task["id"]])
         row = cursor.fetchone()
         earlier = int(row[0]) if row else 0
         fail = (
-            mode in POISON_MODES or mode == "fail_always" or (mode == "fail_first" and earlier == 0)
+            mode in POISON_MODES
+            or mode == "fail_always"
+            or (mode in ("fail_first", "hang_first") and earlier == 0)
         )
         cursor.execute(
             """WITH run AS (
@@ -67,6 +72,8 @@ def _end(task: dict[str, Any], fail: bool) -> None:
         raise KeyboardInterrupt
     if mode == "os_exit":
         os._exit(KILLED_STATUS)
+    if mode == "hang_first" and fail:
+        threading.Event().wait()  # for ever: only the process's end stops it
     if fail:
         raise PlannedFailure(f"task {task['id']} ({mode}) fails as planned")
 
