@@ -25,11 +25,12 @@ from django.utils.module_loading import autodiscover_modules
 
 from astral_taskclaim.claims.async_api import aenqueue_claimed
 from astral_taskclaim.claims.claim import enqueue_claimed
+from astral_taskclaim.consumer.concurrency import limit_of
 from astral_taskclaim.consumer.consume import Consumer
 from astral_taskclaim.consumer.deferral import nameable
-from astral_taskclaim.consumer.dispatch import QueueConsumer, naming_task
+from astral_taskclaim.consumer.dispatch import QueueConsumer, naming_task, shared_with_runner
 from astral_taskclaim.consumer.retry import RetryAfter, RetryAfterMs, requested_retry_after_ms
-from astral_taskclaim.consumer.summary import ConsumeSummary, TaskOptions, history_note
+from astral_taskclaim.consumer.summary import ConsumeSummary, TaskOptions, accept_task, history_note
 from astral_taskclaim.core import validation
 from astral_taskclaim.core.validation import TrailingOption
 from astral_taskclaim.queues import MessageBatch, queues
@@ -49,10 +50,6 @@ __all__ = [
 T = TypeVar("T")
 
 
-def _accept(task: Any) -> Any:
-    return task
-
-
 class ClaimedTask(Generic[T]):
     """A registered run function; calling it runs the task directly.
 
@@ -69,6 +66,7 @@ class ClaimedTask(Generic[T]):
     never dropped but becomes its follow-up run (:doc:`/flow-control`).
     ``time_limit``: seconds a run may take (``None``: the queue's ``TIME_LIMIT``,
     if any), past which it fails (:mod:`~astral_taskclaim.consumer.time_limits`).
+    ``concurrency_limit=N``: at most N at once per ``concurrency_group(task)`` (default: the task).
     """
 
     def __init__(
@@ -86,6 +84,8 @@ class ClaimedTask(Generic[T]):
         key_namespace: str | None = None,
         trailing: TrailingOption = None,
         time_limit: float | None = None,
+        concurrency_limit: int | None = None,
+        concurrency_group: Callable[[T], str] | None = None,
     ) -> None:
         if not callable(run):
             raise TypeError(f"a claimed task must decorate a function, got {run!r}")
@@ -107,7 +107,7 @@ class ClaimedTask(Generic[T]):
         self.run = run
         self.queue = queue
         self.max_retries = max_retries
-        self.parse: Callable[[Any], T | None] = parse or _accept
+        self.parse: Callable[[Any], T | None] = parse or accept_task
         self.custom_retry_after_ms = retry_after_ms
         self.name = name or f"{run.__module__}.{run.__qualname__}"  # type: ignore[attr-defined]
         self.window_seconds = window_seconds
@@ -115,6 +115,7 @@ class ClaimedTask(Generic[T]):
         self.key_namespace = key_namespace
         self.trailing = validation.validate_trailing(trailing)
         self.time_limit = validation.validate_time_limit(time_limit)
+        self.concurrency = limit_of(concurrency_limit, concurrency_group, default=self.name)
         #: The registry holding this task, which says whether its queue has others.
         self.registry: TaskRegistry | None = None
         functools.update_wrapper(self, run)
@@ -179,7 +180,9 @@ class ClaimedTask(Generic[T]):
         """The consumer's hook before a run: this task's options and history."""
         note = history_note(self.name, self.history or consumer.history)
         options = (self.parse, self.run, self.max_retries, self.retry_after_ms)
-        return TaskOptions(*options, history=note, time_limit=self.time_limit)
+        return TaskOptions(
+            *options, history=note, time_limit=self.time_limit, concurrency=self.concurrency
+        )
 
     def consume(self, batch: MessageBatch, *, using: str | None = None) -> ConsumeSummary:
         """Runs ``batch`` as ``consume_claimed`` does, with this task's options."""
@@ -214,7 +217,7 @@ class TaskRegistry:
         with self._lock:
             entries = self._entries.get(task.queue, {})
             if (runner := _runner_of(entries)) is not None:
-                raise _shared_with_runner(task.queue, runner, task.name)
+                raise shared_with_runner(task.queue, runner, task.name)
             others = [t for t in _tasks(entries) if t.name != task.name and t.default]
             default = next((t.name for t in others), None)
             if task.default and default is not None:
@@ -236,7 +239,7 @@ class TaskRegistry:
                 entries = kept.setdefault(queue, {})
                 other = next((e for e in entries.values() if e is not runner), None)
                 if other is not None:
-                    raise _shared_with_runner(queue, runner, other.name)
+                    raise shared_with_runner(queue, runner, other.name)
                 entries[runner.name] = runner
             self._entries = kept
 
@@ -309,6 +312,8 @@ class TaskRegistry:
         key_namespace: str | None = ...,
         trailing: TrailingOption = ...,
         time_limit: float | None = ...,
+        concurrency_limit: int | None = ...,
+        concurrency_group: Callable[[T], str] | None = ...,
     ) -> Callable[[Callable[[T], object]], ClaimedTask[T]]: ...
 
     def task(
@@ -329,13 +334,6 @@ def _tasks(entries: dict[str, QueueConsumer]) -> list[ClaimedTask[Any]]:
 
 def _runner_of(entries: dict[str, QueueConsumer]) -> QueueConsumer | None:
     return next((entry for entry in entries.values() if not isinstance(entry, ClaimedTask)), None)
-
-
-def _shared_with_runner(queue: str, runner: QueueConsumer, task: str) -> ImproperlyConfigured:
-    return ImproperlyConfigured(
-        f"queue {queue!r}: {runner.name} cannot share its queue, and {task} is on it too; "
-        "give each its own queue"
-    )
 
 
 #: The registry ``claimed_task`` and ``manage.py consume_claimed`` use.

@@ -26,7 +26,7 @@ from django.db import connections, transaction
 from astral_taskclaim import signals
 from astral_taskclaim.claims.claim import hold_task, release_task
 from astral_taskclaim.claims.writing import discard_broken_connection, in_transaction, resolve_alias
-from astral_taskclaim.consumer import failures, observe, retry, time_limits, trailing
+from astral_taskclaim.consumer import concurrency, failures, observe, retry, time_limits, trailing
 from astral_taskclaim.consumer.deferral import unknown_task
 from astral_taskclaim.consumer.event_loop import run_steps
 from astral_taskclaim.consumer.summary import (
@@ -112,8 +112,7 @@ class Consumer(MessageConsumer):
         return bound
 
     def consume_one(self, message: Message, summary: ConsumeSummary) -> Outcome:
-        """Runs ``message``'s task, writes its claim, then settles it (see
-        :func:`consume_claimed`); adds the outcome to ``summary``."""
+        """Runs ``message`` as :func:`consume_claimed` does; adds the outcome to ``summary``."""
         return run_steps(self.steps(message, summary))
 
     def steps(self, message: Message, summary: ConsumeSummary) -> Steps:
@@ -134,10 +133,12 @@ class Consumer(MessageConsumer):
         begun = trailing.begin(self.alias, message, found, summary)
         if not isinstance(begun, Envelope):
             return begun  # a follow-up that waits, or was superseded
-        found = begun
-        history, started = options.history, time.time()
+        if isinstance(slot := concurrency.take(self, options, begun, message, summary), str):
+            return slot  # waits for a slot of its group
+        found, history, started = begun, options.history, time.time()
         attempt = self._attempt(options, found, message, summary)
-        decision = yield from observe.observed(attempt, summary.queue, entry, found, message)
+        attempt = observe.observed(attempt, summary.queue, entry, found, message)
+        decision = yield from concurrency.holding(self.alias, summary.queue, slot, attempt)
         if history is not None and isinstance(message, ReceivedMessage):
             message.run = history.note(summary.queue, found, message.attempts, decision, started)
         if decision.release or not decision.ack:
@@ -209,8 +210,7 @@ class Consumer(MessageConsumer):
         error: BaseException,
         summary: ConsumeSummary,
     ) -> Decision:
-        """A failed attempt (called inside its exception handler): retried,
-        or given up for the last time."""
+        """A failed attempt (called inside its exception handler): retried, or given up."""
         # Escaped only here: a run that returns logs nothing.
         shown = (printable(queue), printable(found.key))
         extra = {"queue": queue, "key": found.key, "attempts": attempts}

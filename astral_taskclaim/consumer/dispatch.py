@@ -25,6 +25,8 @@ import functools
 from dataclasses import replace
 from typing import Any, Protocol
 
+from django.core.exceptions import ImproperlyConfigured
+
 from astral_taskclaim.consumer.consume import Consumer
 from astral_taskclaim.consumer.summary import MessageConsumer
 from astral_taskclaim.core.envelope import TASK_FIELD
@@ -45,6 +47,14 @@ class QueueConsumer(Protocol):
         """The window of a message enqueued by hand that gives none."""
 
     def consumer(self, *, using: str | None = None) -> MessageConsumer: ...
+
+
+def shared_with_runner(queue: str, runner: QueueConsumer, task: str) -> ImproperlyConfigured:
+    """The error of a claimed task ``task`` declared on the queue a runner has to itself."""
+    return ImproperlyConfigured(
+        f"queue {queue!r}: {runner.name} cannot share its queue, and {task} is on it too; "
+        "give each its own queue"
+    )
 
 
 def naming_task(queue: BaseQueue, name: str) -> BaseQueue:

@@ -69,6 +69,9 @@ class ConsumeSummary:
     #: Of the retried, follow-up runs sent again to wait for the claim
     #: holding their key (:mod:`~astral_taskclaim.claims.trailing`).
     follow_up_waits: int = 0
+    #: Of the retried, messages sent again to wait for a slot of their
+    #: concurrency group (:mod:`~astral_taskclaim.consumer.concurrency`).
+    concurrency_limited: int = 0
     #: Follow-up runs acked unrun: a later run took their place.
     superseded: int = 0
     #: Of the retried and failed, attempts that ran past their time limit.
@@ -96,6 +99,7 @@ class ConsumeSummary:
         self.claim_write_failures += other.claim_write_failures
         self.unknown_task += other.unknown_task
         self.follow_up_waits += other.follow_up_waits
+        self.concurrency_limited += other.concurrency_limited
         self.superseded += other.superseded
         self.timed_out += other.timed_out
         self.returned += other.returned
@@ -114,6 +118,8 @@ class ConsumeSummary:
             text += f", {self.unknown_task} waiting for a worker that has their task"
         if self.follow_up_waits:
             text += f", {self.follow_up_waits} follow-ups waiting for their key"
+        if self.concurrency_limited:
+            text += f", {self.concurrency_limited} waiting for a concurrency slot"
         if self.superseded:
             text += f", {self.superseded} follow-ups superseded"
         if self.timed_out:
@@ -140,6 +146,7 @@ class ConsumeSummary:
             "claim_write_failures": self.claim_write_failures,
             "unknown_task": self.unknown_task,
             "follow_up_waits": self.follow_up_waits,
+            "concurrency_limited": self.concurrency_limited,
             "superseded": self.superseded,
             "timed_out": self.timed_out,
             "returned": self.returned,
@@ -274,13 +281,22 @@ class NamedEntry(Entry, Protocol):
     def window_seconds(self) -> float | None: ...
 
 
+class ConcurrencyLimit(NamedTuple):
+    """At most ``limit`` runs at once of each group: ``group`` itself, or
+    what ``group(task)`` returns for a run's parsed task."""
+
+    limit: int
+    group: str | Callable[[Any], object]
+
+
 class TaskOptions(NamedTuple):
     """How one message's task is run, as :func:`consume_claimed` takes
     them, and the hooks around the run: ``on_failure`` records a failed
     attempt, ``after`` gets the outcome once the message is settled,
     ``history`` notes the run in ``taskclaim.run``; ``time_limit`` is the
     run's, in seconds (``None``: none; see
-    :mod:`~astral_taskclaim.consumer.time_limits`)."""
+    :mod:`~astral_taskclaim.consumer.time_limits`); ``concurrency`` limits
+    the runs of its group at once."""
 
     parse: Callable[[Any], Any]
     run: Callable[[Any], object]
@@ -290,10 +306,16 @@ class TaskOptions(NamedTuple):
     after: Callable[[Outcome], object] | None = None
     history: RunNote | None = None
     time_limit: float | None = None
+    concurrency: ConcurrencyLimit | None = None
 
     def prepare(self, *_: object) -> TaskOptions:
         """These options are the entry of a consumer running every message with them."""
         return self
+
+
+def accept_task(task: Any) -> Any:
+    """The default ``parse``: every task as it comes."""
+    return task
 
 
 def checked_options(options: TaskOptions) -> TaskOptions:

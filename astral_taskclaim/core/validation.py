@@ -243,6 +243,30 @@ def validate_callable(value: object, *, name: str, required: bool = True) -> obj
     return value
 
 
+#: The most runs of one group a concurrency limit may allow at once.
+MAX_CONCURRENCY_LIMIT = 1000
+
+
+def validate_concurrency_limit(limit: object, group: object) -> int | None:
+    """``limit`` if it can be a concurrency limit: an ``int`` from 1 to
+    :data:`MAX_CONCURRENCY_LIMIT`, or ``None`` (no limit, and then no
+    ``group``); ``group`` must be callable or ``None``."""
+    if limit is None:
+        if group is not None:
+            raise ValueError(
+                "concurrency_group needs concurrency_limit (how many runs of a group at once)"
+            )
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"concurrency_limit must be an int, got {type(limit).__name__}")
+    if not 1 <= limit <= MAX_CONCURRENCY_LIMIT:
+        raise ValueError(
+            f"concurrency_limit must be from 1 to {MAX_CONCURRENCY_LIMIT}, got {limit!r}"
+        )
+    validate_callable(group, name="concurrency_group", required=False)
+    return limit
+
+
 def validate_text(value: object, *, name: str) -> str:
     """``value`` if it is a non-empty ``str``, else ``ValueError`` naming ``name``."""
     if not isinstance(value, str) or not value:

@@ -52,7 +52,13 @@ from astral_taskclaim.consumer.consume import Consumer
 from astral_taskclaim.consumer.deferral import send_again, wait_for_task
 from astral_taskclaim.consumer.failures import TaskNotFound, describe_error
 from astral_taskclaim.consumer.retry import requested_retry_after_ms
-from astral_taskclaim.consumer.summary import ConsumeSummary, Message, Outcome, TaskOptions
+from astral_taskclaim.consumer.summary import (
+    ConsumeSummary,
+    Message,
+    Outcome,
+    TaskOptions,
+    accept_task,
+)
 from astral_taskclaim.core.envelope import Envelope
 from astral_taskclaim.core.validation import max_retries_problem
 from astral_taskclaim.queues import QueueError
@@ -163,7 +169,7 @@ class TaskRunner:
             max_retries = self.max_retries
         attempt = _Attempt(task, found.claim, database, payload, started)
         return TaskOptions(
-            _accept,
+            accept_task,
             attempt.run,
             max_retries,
             requested_retry_after_ms,
@@ -265,10 +271,6 @@ def _run_after(payload: Mapping[str, Any]) -> datetime | None:
     if timezone.is_naive(parsed):
         raise ValueError(f"runAfter {shown} has no UTC offset")
     return parsed
-
-
-def _accept(task: Any) -> Any:
-    return task
 
 
 def _refuse(task: Any) -> None:

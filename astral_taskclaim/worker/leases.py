@@ -16,7 +16,9 @@ unsettled message's claim that would end within two thirds of its window
 is made to end a window from now (``taskclaim/keep.sql``). So a run that
 outlives its window still holds its key, and no other process runs the key
 beside it; a dead worker's keys free at most one window after its last
-beat. Logs ``worker.claims_kept`` (DEBUG) after each such write, and
+beat. The concurrency slots its runs hold are kept with them
+(:mod:`~astral_taskclaim.consumer.concurrency`). Logs
+``worker.claims_kept`` (DEBUG) after each such write, and
 ``worker.claim_keeping_failed`` when it fails (the next beat tries again).
 
 A message is *lost* when its lease ran out before it could be extended
@@ -44,6 +46,7 @@ from collections.abc import Sequence
 
 from django.db import connections
 
+from astral_taskclaim.consumer.concurrency import held_slots, slot_seconds
 from astral_taskclaim.core.envelope import Envelope, parse_body
 from astral_taskclaim.db import statements
 from astral_taskclaim.queues import BaseQueue, ReceivedMessage
@@ -162,17 +165,17 @@ class LeaseKeeper:
         if self._envelopes is None:
             parsed = ((id(message), parse_body(message.body)) for message in held)
             self._envelopes = {at: found for at, found in parsed if found and found.window_seconds}
-            windows = [found.window_seconds for found in self._envelopes.values()]
+            # A run's concurrency slot lasts at most its window: kept as often.
+            windows = [slot_seconds(found.window_seconds) for found in self._envelopes.values()]
             if windows:
                 self.interval = max(min(self.interval, min(windows) / 3), _MIN_INTERVAL)
         kept = [self._envelopes[id(m)] for m in held if id(m) in self._envelopes]
         if not kept:
             return
-        params = {
-            "keys": [found.key for found in kept],
-            "tokens": [found.claim for found in kept],
-            "seconds": [float(found.window_seconds) for found in kept],
-        }
+        claims = [(found.key, found.claim, float(found.window_seconds)) for found in kept]
+        claims += held_slots(found.claim for found in kept)
+        keys, tokens, seconds = zip(*claims, strict=True)
+        params = {"keys": list(keys), "tokens": list(tokens), "seconds": list(seconds)}
         try:
             rows = statements.run(alias, "taskclaim/keep.sql", params)
         except Exception as error:  # the next beat tries again; the runs go on
@@ -180,7 +183,7 @@ class LeaseKeeper:
             return
         logger.debug(
             "%s: kept %d of %d claims",
-            *(self.backend.alias, len(rows), len(kept)),
+            *(self.backend.alias, len(rows), len(claims)),
             extra={"event": "worker.claims_kept", "queue": self.backend.alias, "kept": len(rows)},
         )
 

@@ -46,6 +46,8 @@ class Fleet:
     asynchronous: bool = False
     #: The worker processes run the trailing-runs test's task instead.
     trailing: bool = False
+    #: The worker processes run the concurrency-limit test's task instead.
+    limited: bool = False
     group: WorkerGroup = field(init=False)
 
     def __post_init__(self) -> None:
@@ -89,6 +91,8 @@ class Fleet:
             env["TASKCLAIM_RELIABILITY_ASYNC"] = "1"
         if self.trailing:
             env["TASKCLAIM_RELIABILITY_TRAILING"] = "1"
+        if self.limited:
+            env["TASKCLAIM_RELIABILITY_LIMITED"] = "1"
         return self.group.start(
             "reliability", *args, env=env, events_variable="TASKCLAIM_RELIABILITY_EVENTS"
         )

@@ -9,6 +9,7 @@ from datetime import datetime
 import pytest
 from django.db import connection
 
+from astral_taskclaim.consumer import concurrency
 from astral_taskclaim.core.envelope import message_body
 from astral_taskclaim.queues.cloudflare import CloudflareQueue
 from astral_taskclaim.queues.messages import ReceivedMessage
@@ -92,3 +93,27 @@ def test_a_failed_keep_is_logged_and_the_runs_go_on() -> None:
     ):
         assert failed.wait(30)
     assert "no-such-alias" in failed.records[0].getMessage()
+
+
+def test_the_slots_of_running_messages_are_kept_with_their_claims() -> None:
+    token = insert_claim("file:1", seconds=30)
+    insert_claim("taskclaim-slot:imports:0", seconds=0.05, token=token)
+    other = insert_claim("taskclaim-slot:imports:1", seconds=0.05)
+    held = {"taskclaim-slot:imports:0": (token, 0.6), "taskclaim-slot:imports:1": (other, 0.6)}
+    # This process's runs hold both; only the first is a message of the batch.
+    concurrency._held.update(held)
+    before = ends()
+    try:
+        with (
+            EventWaiter("worker.claims_kept") as kept,
+            LeaseKeeper(
+                cloudflare(), [delivered("file:1", token, 30)], lease_seconds=None, claims="default"
+            ),
+        ):
+            assert kept.wait(30)
+    finally:
+        for key in held:
+            concurrency._held.pop(key)
+    assert kept.records[0].kept == 1  # type: ignore[attr-defined]  # the slot, not the claim
+    assert 0.3 < seconds_left("taskclaim-slot:imports:0") <= 0.6
+    assert ends()["taskclaim-slot:imports:1"] == before["taskclaim-slot:imports:1"]

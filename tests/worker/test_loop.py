@@ -295,6 +295,7 @@ def test_stats_merge_every_counter_of_a_summary_and_print_them_one_way() -> None
     one.follow_up_waits = 1
     one.superseded = 2
     one.timed_out = 1
+    one.concurrency_limited = 1
     one.retry_delays.append(30)
     stats = WorkerStats("jobs", received=15)
     stats.add(one)
@@ -309,6 +310,7 @@ def test_stats_merge_every_counter_of_a_summary_and_print_them_one_way() -> None
         "claim_write_failures": 12,
         "unknown_task": 2,
         "follow_up_waits": 2,
+        "concurrency_limited": 2,
         "superseded": 4,
         "timed_out": 2,
         "returned": 14,
@@ -317,7 +319,8 @@ def test_stats_merge_every_counter_of_a_summary_and_print_them_one_way() -> None
     assert str(stats) == (
         "jobs: 15 received, 2 ok, 4 retried, 6 failed, 8 malformed, 10 unparseable, "
         "2 waiting for a worker that has their task, 2 follow-ups waiting for their key, "
-        "4 follow-ups superseded, 2 timed out, 12 claim writes failed, 14 returned unrun"
+        "2 waiting for a concurrency slot, 4 follow-ups superseded, 2 timed out, "
+        "12 claim writes failed, 14 returned unrun"
     )
     assert str(one).startswith("jobs: 17 messages, 1 ok, 2 retried,")
 

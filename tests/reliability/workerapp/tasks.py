@@ -21,6 +21,7 @@ import asyncio
 import os
 import sys
 import threading
+import time
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -116,7 +117,31 @@ def trailing_doc_task(task: dict[str, Any]) -> None:
         )
 
 
-if os.environ.get("TASKCLAIM_RELIABILITY_TRAILING"):
+def limited_task(task: dict[str, Any]) -> None:
+    """The concurrency-limit test's task: records its start, keeps busy
+    ``sleep_ms`` (on its first run only, with ``sleep_first``), then
+    records its end, in ``limited_run``."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO limited_run (task_id, pid) VALUES (%s, %s) RETURNING id",
+            [task["id"], os.getpid()],
+        )
+        [(run,)] = cursor.fetchall()
+        cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, str(os.getpid())])
+        cursor.execute("SELECT count(*) FROM limited_run WHERE task_id = %s", [task["id"]])
+        [(runs,)] = cursor.fetchall()
+    # Busy outside the database: a killed worker leaves no session sleeping.
+    if task.get("sleep_ms") and (runs == 1 or not task.get("sleep_first")):
+        time.sleep(task["sleep_ms"] / 1000)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE limited_run SET finished_at = clock_timestamp() WHERE id = %s", [run]
+        )
+
+
+if os.environ.get("TASKCLAIM_RELIABILITY_LIMITED"):
+    claimed_task(queue="reliability", max_retries=3, concurrency_limit=2)(limited_task)
+elif os.environ.get("TASKCLAIM_RELIABILITY_TRAILING"):
     claimed_task(queue="reliability", max_retries=3, window_seconds=1)(trailing_doc_task)
 else:
     claimed_task(
