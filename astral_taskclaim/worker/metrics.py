@@ -13,20 +13,21 @@ Two ways to expose them:
 
   Route it where only your scraper reaches it: it needs no login.
 
-=====================================================  =========  ===================
-Metric                                                 Type       Labels
-=====================================================  =========  ===================
-``taskclaim_worker_messages_total``                    counter    ``queue``, ``outcome``
-``taskclaim_worker_batches_total``                     counter    ``queue``
-``taskclaim_worker_database_errors_total``             counter    ``queue``
-``taskclaim_worker_unknown_task_messages_total``       counter    ``queue``
-``taskclaim_worker_timed_out_messages_total``          counter    ``queue``
-``taskclaim_worker_hung_runs_total``                   counter    ``queue``
-``taskclaim_task_run_duration_seconds``                histogram  ``queue``, ``outcome``
-``taskclaim_queue_messages``                           gauge      ``queue``, ``state``
-``taskclaim_queue_oldest_message_age_seconds``         gauge      ``queue``
-``taskclaim_claims``                                   gauge      ``state``
-=====================================================  =========  ===================
+=======================================================  =========  ======================
+Metric                                                   Type       Labels
+=======================================================  =========  ======================
+``taskclaim_worker_messages_total``                      counter    ``queue``, ``outcome``
+``taskclaim_worker_batches_total``                       counter    ``queue``
+``taskclaim_worker_database_errors_total``               counter    ``queue``
+``taskclaim_worker_unknown_task_messages_total``         counter    ``queue``
+``taskclaim_worker_timed_out_messages_total``            counter    ``queue``
+``taskclaim_worker_hung_runs_total``                     counter    ``queue``
+``taskclaim_worker_concurrency_limited_messages_total``  counter    ``queue``
+``taskclaim_task_run_duration_seconds``                  histogram  ``queue``, ``outcome``
+``taskclaim_queue_messages``                             gauge      ``queue``, ``state``
+``taskclaim_queue_oldest_message_age_seconds``           gauge      ``queue``
+``taskclaim_claims``                                     gauge      ``state``
+=======================================================  =========  ======================
 
 ``outcome`` is ``ok``, ``retried``, ``failed``, ``malformed``,
 ``unparseable`` or ``returned`` (received, then handed back unrun at a stop
@@ -34,7 +35,9 @@ or a database error); ``unknown_task_messages`` counts, among the retried,
 the messages sent again to wait for a worker that has their task;
 ``timed_out_messages``, among the retried and failed, the attempts that ran
 past their time limit, and ``hung_runs`` those of sync tasks left running
-on their thread (the worker then exits for a restart); ``state``
+on their thread (the worker then exits for a restart);
+``concurrency_limited_messages``, among the retried, those sent again to
+wait for a slot of their concurrency group; ``state``
 is ``ready``, ``delayed`` or ``leased`` for messages, ``active`` or
 ``expired`` for claims.
 """
@@ -115,6 +118,11 @@ class _WorkerCollector(Collector):
             "Sync runs left running past their time limit; the worker exits for a restart.",
             labels=["queue"],
         )
+        limited = CounterMetricFamily(
+            "taskclaim_worker_concurrency_limited_messages",
+            "Messages a worker sent again to wait for a slot of their concurrency group.",
+            labels=["queue"],
+        )
         for worker in self.workers:
             stats, queue = worker.stats, worker.queue
             for outcome in _OUTCOMES:
@@ -124,7 +132,8 @@ class _WorkerCollector(Collector):
             unknown.add_metric([queue], stats.unknown_task)
             timed_out.add_metric([queue], stats.timed_out)
             hung.add_metric([queue], stats.hung)
-        yield from (messages, batches, errors, unknown, timed_out, hung)
+            limited.add_metric([queue], stats.concurrency_limited)
+        yield from (messages, batches, errors, unknown, timed_out, hung, limited)
 
 
 class _QueueCollector(Collector):

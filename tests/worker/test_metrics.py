@@ -18,6 +18,7 @@ from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import ClaimedTask
 from astral_taskclaim.worker.loop import Worker
 from astral_taskclaim.worker.metrics import metrics_view, serve, worker_registry
+from tests.claimkit import insert_claim
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
 
@@ -113,3 +114,14 @@ def test_the_django_view_gives_queue_depths_and_claims(jobs: PostgresQueue) -> N
     assert 'taskclaim_queue_messages{queue="jobs",state="ready"} 1.0' in text
     assert 'taskclaim_claims{state="active"} 1.0' in text
     assert 'taskclaim_queue_oldest_message_age_seconds{queue="jobs"}' in text
+
+
+def test_a_message_waiting_for_a_concurrency_slot_is_counted(jobs: PostgresQueue) -> None:
+    task = ClaimedTask(run, queue="jobs", name="tests.metrics", concurrency_limit=1)
+    insert_claim("taskclaim-slot:tests.metrics:0", seconds=30)  # the group's one slot, held
+    jobs.send({"key": "k", "claim": str(uuid.uuid4()), "windowSeconds": 60, "task": 1})
+    worker = Worker("jobs", task=task, wait=0, burst=True)
+    registry, worker.on_run = worker_registry(worker)
+    worker.run()
+    text = generate_latest(registry).decode()
+    assert 'taskclaim_worker_concurrency_limited_messages_total{queue="jobs"} 1.0' in text
