@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 
 from astral_taskclaim.consumer import failures
 from astral_taskclaim.consumer.deferral import send_again
+from astral_taskclaim.consumer.failures import TimeLimitExceeded
 from astral_taskclaim.consumer.summary import (
     ConcurrencyLimit,
     ConsumeSummary,
@@ -141,13 +142,22 @@ def holding(
     slot: _Slot | None,
     attempt: Generator[Awaitable[object], object, Decision],
 ) -> Generator[Awaitable[object], object, Decision]:
-    """Runs ``attempt`` (the run of a message), then frees ``slot``."""
+    """Runs ``attempt`` (the run of a message), then frees ``slot``. A sync
+    run left running past its time limit does not free it: its slot runs
+    out unkept, while its worker exits for a restart and ends the run."""
     if slot is None:
         return (yield from attempt)
+    decision = None
     try:
-        return (yield from attempt)
+        decision = yield from attempt
+        return decision
     finally:
-        _free(alias, queue, slot)
+        error = getattr(decision, "exception", None)
+        if isinstance(error, TimeLimitExceeded) and error.hung:
+            with _held_lock:
+                _held.pop(slot.key or "", None)
+        else:
+            _free(alias, queue, slot)
 
 
 def _free(alias: str, queue: str, slot: _Slot) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -251,3 +252,17 @@ def test_the_decorator_takes_the_options_and_the_run_gets_them() -> None:
     assert task.concurrency == ConcurrencyLimit(3, tenant)
     assert task.prepare(Consumer(QUEUE, [task])).concurrency == ConcurrencyLimit(3, tenant)
     assert TaskRegistry().task(queue=QUEUE)(print).concurrency is None
+
+
+def test_a_sync_run_left_running_past_its_time_limit_keeps_its_slot(queue: BaseQueue) -> None:
+    done = threading.Event()
+    task = limited(lambda t: done.wait(30), time_limit=0.2)
+    enqueue_claimed(queue, "file:1", {"n": 1}, window_seconds=20)
+    try:
+        summary = consume(task, queue)
+        assert (summary.retried, summary.timed_out) == (1, 1)
+        # The run goes on on its thread: its slot is not given to another.
+        assert "taskclaim-slot:import:0" in claims()
+        assert concurrency.held_slots([claims()["file:1"][0]]) == []  # left to run out
+    finally:
+        done.set()
