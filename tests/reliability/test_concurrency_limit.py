@@ -16,7 +16,7 @@ from datetime import datetime
 import pytest
 from django.db import connection
 
-from tests.reliability.processes import Fleet, RunListener
+from tests.reliability.processes import Fleet
 from tests.reliability.support import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -83,15 +83,11 @@ def test_a_killed_workers_slots_free_when_they_end_before_its_messages_come_back
     fleet.limited = True
     # The dead worker's messages come back after 20 s; its slots end 3 s unkept.
     fleet.visibility_timeout = 20
-    listener = RunListener()
-    try:
-        first = fleet.start("--concurrency", "4", "--wait", "1")
-        long_runs = [{"id": n, "sleep_ms": 60_000, "sleep_first": True} for n in (1, 2)]
-        fleet.enqueue(long_runs, window_seconds=3)
-        for _ in long_runs:
-            assert listener.next(timeout=60) == first.pid
-    finally:
-        listener.close()
+    first = fleet.start("--concurrency", "4", "--wait", "1")
+    long_runs = [{"id": n, "sleep_ms": 60_000, "sleep_first": True} for n in (1, 2)]
+    fleet.enqueue(long_runs, window_seconds=3)
+    wait_until(lambda: len(recorded()) == 2, "both long runs to start", timeout=60)
+    assert {pid for _, pid, *_ in recorded()} == {first.pid}
     first.kill()
     # A new message of the group: both slots are held by the dead runs.
     fleet.enqueue([{"id": 3}], window_seconds=3)
