@@ -12,7 +12,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
-from astral_taskclaim.consumer.dispatch import QueueTasks
+from astral_taskclaim.consumer.consume import Consumer
 from astral_taskclaim.queues import MessageBatch, ReceivedMessage, queues
 from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.tasks import ClaimedTask, RetryAfter, TaskRegistry, registry
@@ -79,7 +79,7 @@ def test_a_queue_may_carry_several_tasks_with_one_default(tasks: TaskRegistry) -
         pass
 
     both = tasks.get("q")
-    assert isinstance(both, QueueTasks)
+    assert isinstance(both, Consumer)
     assert (both.name, both.default) == ("first, second", second)
     with pytest.raises(ImproperlyConfigured, match="queue 'q' already has a default task, second;"):
         tasks.task(queue="q", name="third", default=True)(print)

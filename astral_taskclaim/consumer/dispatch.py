@@ -8,7 +8,7 @@ producer) goes to the queue's default task (``@claimed_task(default=True)``).
 
 - :func:`naming_task` is the sending side: a view of a queue backend whose
   claimed-task bodies carry the task's name.
-- :data:`QueueTasks` is the consuming side: the queue's one
+- The consuming side is the queue's one
   :class:`~astral_taskclaim.consumer.consume.Consumer`, which holds its
   tasks by name and runs each message with the task it names.
 
@@ -27,7 +27,6 @@ from typing import Any, Protocol
 
 from django.core.exceptions import ImproperlyConfigured
 
-from astral_taskclaim.consumer.consume import Consumer
 from astral_taskclaim.consumer.summary import MessageConsumer
 from astral_taskclaim.core.envelope import TASK_FIELD
 from astral_taskclaim.queues import BaseQueue
@@ -36,7 +35,7 @@ from astral_taskclaim.queues.base import ClaimedInsert, encoding_writer
 
 class QueueConsumer(Protocol):
     """What a worker consumes a queue with: a claimed task, a queue's
-    several (:data:`QueueTasks`), or a Django Tasks backend's runner; each
+    several (a ``Consumer``), or a Django Tasks backend's runner; each
     gives the queue's one :class:`~astral_taskclaim.consumer.consume.Consumer`."""
 
     @property
@@ -91,9 +90,3 @@ def _naming_class(cls: type[BaseQueue]) -> type[BaseQueue]:
         "__qualname__": cls.__qualname__,
     }
     return type(cls.__name__, (cls,), attributes)
-
-
-#: The claimed tasks of a queue, as a worker consumes them: the queue's
-#: :class:`~astral_taskclaim.consumer.consume.Consumer` (``QueueTasks(queue,
-#: tasks)``; the one task of a queue of one is its default).
-QueueTasks = Consumer

@@ -21,7 +21,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError
 from django.utils.module_loading import import_string
 
-from astral_taskclaim.consumer.dispatch import QueueTasks
+from astral_taskclaim.consumer.consume import Consumer
 from astral_taskclaim.core.checks import CHECK_ID, configured_queues
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.logtext import counted
@@ -143,7 +143,7 @@ def unknown_tasks(queue: PostgresQueue) -> list[tuple[object, int]]:
     tasks = registry.tasks_of(queue.alias)
     if not tasks:
         return []
-    known = QueueTasks(queue.alias, tasks)
+    known = Consumer(queue.alias, tasks)
     return [(name, count) for name, count in queue.task_names() if not known.knows(name)]
 
 

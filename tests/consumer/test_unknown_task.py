@@ -18,7 +18,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.test import override_settings
 
-from astral_taskclaim.consumer.dispatch import QueueTasks
+from astral_taskclaim.consumer.consume import Consumer
 from astral_taskclaim.core.envelope import WAITING_FIELD
 from astral_taskclaim.models import ClaimedRun
 from astral_taskclaim.queues import MessageBatch, queues
@@ -96,7 +96,7 @@ def rows(queue: PostgresQueue) -> list[tuple[dict[str, Any], int]]:
 
 def drain(queue: PostgresQueue, *known: ClaimedTask[Any]) -> Worker:
     """Runs the queue's due messages with a worker that has tasks ``known``."""
-    worker = Worker("shared", task=QueueTasks("shared", known), backend=queue, burst=True, wait=0)
+    worker = Worker("shared", task=Consumer("shared", known), backend=queue, burst=True, wait=0)
     worker.run()
     return worker
 
@@ -285,7 +285,7 @@ def test_every_queue_kind_sends_it_again_with_its_delivery_count_afresh(
         queue = queues["remote"]
         queue.send(body("app.send_sms"))
         try:
-            old = QueueTasks("remote", tasks("app.refresh", "app.report", queue="remote"))
+            old = Consumer("remote", tasks("app.refresh", "app.report", queue="remote"))
             for _ in range(3):  # past its one retry
                 [message] = receive(queue)
                 assert message.attempts == 1
@@ -294,7 +294,7 @@ def test_every_queue_kind_sends_it_again_with_its_delivery_count_afresh(
             new = tasks("app.refresh", "app.report", "app.send_sms", queue="remote")
             [message] = receive(queue)
             assert (message.attempts, WAITING_FIELD in message.body) == (1, True)
-            assert consume(queue, QueueTasks("remote", new), message).ok == 1
+            assert consume(queue, Consumer("remote", new), message).ok == 1
             assert ran == [("app.send_sms", 1)]
         finally:
             queue.close()
@@ -312,7 +312,7 @@ def receive(queue: BaseQueue) -> list[Any]:
     raise AssertionError("no message came in 20 s")
 
 
-def consume(queue: BaseQueue, known: QueueTasks, message: Any) -> Any:
+def consume(queue: BaseQueue, known: Consumer, message: Any) -> Any:
     """``message`` run by a worker that has tasks ``known``, settled."""
     summary = known.consumer().consume(MessageBatch("remote", [message]))
     queue.settle([message])

@@ -14,7 +14,8 @@ from django.db import connection
 from django.test import override_settings
 
 from astral_taskclaim.claims.claim import enqueue_claimed
-from astral_taskclaim.consumer.dispatch import QueueTasks, naming_task
+from astral_taskclaim.consumer.consume import Consumer
+from astral_taskclaim.consumer.dispatch import naming_task
 from astral_taskclaim.queues import runs as runs_module
 from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
@@ -251,7 +252,7 @@ def test_a_nul_in_a_task_name_costs_no_batch_mate_its_run(
 ) -> None:
     backend = queue if kind == "postgres" else MemoryQueue("jobs", options={"queue_name": "nul"})
     send_named(backend, 10)
-    tasks = QueueTasks("jobs", [make_task(lambda t: None), make_task(print, name="app.other")])
+    tasks = Consumer("jobs", [make_task(lambda t: None), make_task(print, name="app.other")])
     Worker("jobs", task=tasks, backend=backend, wait=0, burst=True, batch_size=11).run()
     found = sorted((run["task"], run["status"]) for run in runs().values())
     assert found == [("app.\\x00evil", "FAILED")] + [("app.tasks.job", "SUCCESSFUL")] * 10
@@ -263,7 +264,7 @@ def test_a_batch_the_history_refuses_is_written_run_by_run(
 ) -> None:
     monkeypatch.setattr(runs_module, "storable", lambda text: text)  # the NUL reaches the SQL
     send_named(queue, 10)
-    tasks = QueueTasks("jobs", [make_task(lambda t: None), make_task(print, name="app.other")])
+    tasks = Consumer("jobs", [make_task(lambda t: None), make_task(print, name="app.other")])
     Worker("jobs", task=tasks, backend=queue, wait=0, burst=True, batch_size=11).run()
     assert [run["task"] for run in runs().values()] == ["app.tasks.job"] * 10
     lost = [r for r in caplog.records if getattr(r, "event", "") == "queue.runs_not_recorded"]
