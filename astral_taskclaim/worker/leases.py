@@ -11,12 +11,12 @@ its messages however long they run; a worker that dies stops extending, and
 its messages come back when their last extension runs out.
 
 The keeper also keeps the batch's claims (every queue, where the worker
-writes claims): at once and then every third of the shortest window, each
-unsettled message's claim that would end within two thirds of its window
-is made to end a window from now (``taskclaim/keep.sql``). So a run that
-outlives its window still holds its key, and no other process runs the key
-beside it; a dead worker's keys free at most one window after its last
-beat. The concurrency slots its runs hold are kept with them
+writes claims): at once and then every third of the shortest window (at
+most a minute), each unsettled message's claim that would end within two
+thirds of that is made to end that long from now (``taskclaim/keep.sql``).
+So a run that outlives its window still holds its key, and no other
+process runs the key beside it; a dead worker's keys free at most one
+window (or minute) after its last beat. The concurrency slots its runs hold are kept with them
 (:mod:`~astral_taskclaim.consumer.concurrency`). Logs
 ``worker.claims_kept`` (DEBUG) after each such write, and
 ``worker.claim_keeping_failed`` when it fails (the next beat tries again).
@@ -172,7 +172,9 @@ class LeaseKeeper:
         kept = [self._envelopes[id(m)] for m in held if id(m) in self._envelopes]
         if not kept:
             return
-        claims = [(found.key, found.claim, float(found.window_seconds)) for found in kept]
+        # Held a window, at most a minute, past each beat: a dead worker's
+        # keys free that soon, and a claim far from its end is not touched.
+        claims = [(found.key, found.claim, slot_seconds(found.window_seconds)) for found in kept]
         claims += held_slots(found.claim for found in kept)
         keys, tokens, seconds = zip(*claims, strict=True)
         params = {"keys": list(keys), "tokens": list(tokens), "seconds": list(seconds)}

@@ -48,6 +48,9 @@ CROSSING = {
     # The admin's "cancel": the runs and their keys' claims in one statement,
     # so a cancelled coalescing run never keeps its key claimed.
     "admin/cancel_runs.sql": {"claim", "task_result"},
+    # A freed concurrency slot wakes its group's oldest waiting message on
+    # the PostgreSQL queue in the same statement, so no wake-up is lost.
+    "taskclaim/slot_release.sql": {"message"},
 }
 _WRITE = re.compile(r"(?:INSERT INTO|UPDATE|DELETE FROM)\s+taskclaim\.(\w+)")
 
