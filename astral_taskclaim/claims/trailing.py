@@ -156,5 +156,5 @@ def start_sent(alias: str, found: Envelope) -> bool:
     """Whether a trailing-mode message sent at once may run: its key is
     then held a window from now, its run's start. ``False`` when another
     token holds the key (a later claim, whose run carries this trigger)."""
-    params = {**hold_params(found.key, found.claim, 0, found.window_seconds)}
+    params = hold_params(found.key, found.claim, 0, found.window_seconds)
     return bool(statements.run(alias, "taskclaim/start.sql", params))

@@ -34,11 +34,11 @@ from contextlib import ExitStack, contextmanager
 from types import SimpleNamespace
 from typing import Any
 
+from astral_taskclaim.consumer.failures import describe_error
 from astral_taskclaim.consumer.retry import RetryAfter
 from astral_taskclaim.consumer.summary import Decision, Message
 from astral_taskclaim.core.conf import app_settings
 from astral_taskclaim.core.envelope import Envelope
-from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.core.tracing import (
     TRACE_FIELD,
     carrying,
@@ -239,7 +239,7 @@ def _unless_failing(stage: str) -> Iterator[None]:
     except Exception as error:
         logger.warning(
             "tracing the run failed (%s): %s",
-            *(stage, printable(f"{type(error).__name__}: {error}")),
+            *(stage, describe_error(error)),
             extra={"event": "observe.failed", "stage": stage},
         )
 
