@@ -99,12 +99,12 @@ async def async_reliability_task(task: dict[str, Any]) -> None:
 
 def trailing_doc_task(task: dict[str, Any]) -> None:
     """The trailing-runs test's task: records the version of its document it
-    read at its start (and the claim's token), keeps busy ``sleep_ms``, then
+    read at its start (and the claim's token and end), keeps busy ``sleep_ms``, then
     records its end."""
     with connection.cursor() as cursor:
         cursor.execute(
-            """INSERT INTO trailing_run (key, version_seen, token, pid)
-               SELECT d.key, d.version, c.token, pg_backend_pid()
+            """INSERT INTO trailing_run (key, version_seen, token, claim_ends, pid)
+               SELECT d.key, d.version, c.token, c.expires_at, pg_backend_pid()
                FROM trailing_doc d LEFT JOIN taskclaim.claim c USING (key) WHERE d.key = %s
                RETURNING id""",
             [task["key"]],
