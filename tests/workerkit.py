@@ -17,6 +17,7 @@ import pwd
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,17 +115,19 @@ class WorkerGroup:
         env: dict[str, str],
         events_variable: str | None = None,
         command: str = "consume_claimed",
+        prefix: Sequence[str] = (),
     ) -> WorkerProcess:
         """``consume_claimed queue *args`` (or another ``command``, such as
         ``taskclaim_relay``); with ``events_variable``, that variable names
-        the file its settings log JSON lines to."""
+        the file its settings log JSON lines to. ``prefix``: a program that
+        execs the worker (``faketime -f +90s``)."""
         number = len(self.workers)
         output = self.tmp / f"worker-{number}.log"
         events_path = self.tmp / f"worker-{number}.jsonl" if events_variable else None
         extra = {**env, events_variable: str(events_path)} if events_variable else env
         with output.open("wb") as stream:
             process = subprocess.Popen(
-                [sys.executable, "-m", "django", command, queue, *args],
+                [*prefix, sys.executable, "-m", "django", command, queue, *args],
                 cwd=ROOT,
                 env=worker_env(self.settings, self.application_name, **extra),
                 stdout=stream,

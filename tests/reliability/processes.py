@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,7 @@ class Fleet:
             tokens[task["id"]] = token
         return tokens
 
-    def start(self, *args: str) -> WorkerProcess:
+    def start(self, *args: str, prefix: Sequence[str] = ()) -> WorkerProcess:
         env = {
             "TASKCLAIM_RELIABILITY_QUEUES": postgres_queues("reliability", self.options()),
             "TASKCLAIM_RELIABILITY_DELAY_SCALE": str(self.delay_scale),
@@ -94,7 +95,11 @@ class Fleet:
         if self.limited:
             env["TASKCLAIM_RELIABILITY_LIMITED"] = "1"
         return self.group.start(
-            "reliability", *args, env=env, events_variable="TASKCLAIM_RELIABILITY_EVENTS"
+            "reliability",
+            *args,
+            env=env,
+            events_variable="TASKCLAIM_RELIABILITY_EVENTS",
+            prefix=prefix,
         )
 
     def running(self) -> list[WorkerProcess]:

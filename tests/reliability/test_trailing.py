@@ -39,6 +39,8 @@ PRODUCERS = sized(2, 4)
 WINDOW = 1.0
 #: Debouncing: the quiet period and the maximum wait.
 QUIET, MAX_WAIT = 0.4, 1.5
+#: libfaketime, preloaded by ``env`` (which execs: the worker keeps its pid).
+FAKETIME = next(iter(sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))), None)
 #: The claim is made by the statement before the task's first: the run's
 #: recorded start is later than its window's start by that much at most.
 SLACK = timedelta(milliseconds=100)
@@ -143,21 +145,28 @@ def close_and_overlapping(
     return close, overlapping
 
 
-@pytest.mark.parametrize("disruption", ["sigkill", "restart"])
+@pytest.mark.parametrize("disruption", ["sigkill", "restart", "skewed_clocks"])
 def test_no_stale_document_no_lost_trigger_no_close_or_overlapping_runs(
     fleet: Fleet, documents: list[str], tmp_path: Path, disruption: str
 ) -> None:
+    """With ``skewed_clocks``, one worker's clock runs 90 s ahead and one's
+    90 s behind (``faketime``): the claims and follow-ups are timed by the
+    database's clock alone."""
+    if disruption == "skewed_clocks" and FAKETIME is None:
+        pytest.skip("needs faketime (Debian package faketime)")
     fleet.trailing = True
     seed = random.randrange(2**32)
-    for _ in range(3):
-        fleet.start("--concurrency", "4", "--wait", "1")
+    for skew in ["+90s", "-90s", None]:
+        skewed = skew and disruption == "skewed_clocks"
+        clock = ["env", f"LD_PRELOAD={FAKETIME}", f"FAKETIME={skew}"] if skewed else []
+        fleet.start("--concurrency", "4", "--wait", "1", prefix=clock)
     producers = start_producers(fleet, documents, tmp_path, seed)
     try:
         wait_until(lambda: sum(v for v, _ in versions().values()) > 300, "300 saves")
         if disruption == "sigkill":
             fleet.running()[0].kill()  # anywhere: in a run, a claim write, a settlement
             fleet.start("--concurrency", "4", "--wait", "1")
-        else:
+        elif disruption == "restart":
             restart_server_or_terminate(fleet.application_name)
         wait_until(lambda: sum(v for v, _ in versions().values()) > 1200, "1200 saves", timeout=120)
     finally:
