@@ -118,7 +118,7 @@ class ClaimTask(Task):  # type: ignore[misc]
 def checked_task(function: Callable[..., Any] | None = None, **kwargs: Any) -> Any:
     """Django's ``@task``, with the same arguments, that first checks the
     task's backend takes the options given (``window_seconds``, ``key``,
-    ``max_retries``): when it is not a ``ClaimTaskBackend`` (``TASKS``
+    ``max_retries``, ``trailing``): when it is not a ``ClaimTaskBackend`` (``TASKS``
     unset or ``backend=`` naming another), ``ImproperlyConfigured`` naming
     ``TASKS``, the alias, the option and this backend's path, where
     Django's own decorator raises ``TypeError: Task.__init__() got an
