@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.db import connection
+from django.db import connection, transaction
 
 from astral_taskclaim import Debounce
 from astral_taskclaim.queues import queues
@@ -103,6 +103,24 @@ def test_a_call_on_a_claimed_key_makes_a_follow_up_later_calls_merge_into() -> N
         {"version": 3},
     )
     assert claims() == [(KEY, created.id)]  # a window from the follow-up's start
+
+
+def test_a_follow_up_and_its_result_row_commit_or_roll_back_together() -> None:
+    first = jobs.rebuild.enqueue(1)
+
+    def enqueue_then_fail() -> None:
+        with transaction.atomic():
+            jobs.rebuild.enqueue(1, version=2)
+            assert len(follow_ups()) == 1
+            raise LookupError
+
+    with pytest.raises(LookupError):
+        enqueue_then_fail()
+    assert follow_ups() == []
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id::text FROM taskclaim.task_result")
+        assert cursor.fetchall() == [(first.id,)]
+    assert len(message_rows()) == 1
 
 
 def test_first_mode_keeps_the_first_calls_arguments_and_using_sets_it() -> None:
