@@ -27,7 +27,7 @@ import json
 import logging
 import uuid
 from contextlib import nullcontext
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from django.db import connections, transaction
 
@@ -72,6 +72,16 @@ class Enqueued(str):
         return f"Enqueued({str(self)!r}, outcome={self.outcome!r})"
 
 
+class _DelayingSender(Protocol):
+    """What a trailing enqueue sends through: a configured queue, or a
+    sender wrapping one (the Django Tasks backend's, which records a run)."""
+
+    @property
+    def max_send_delay_seconds(self) -> float: ...
+
+    def send(self, body: Any, *, delay_seconds: float = 0) -> object: ...
+
+
 def trailing_queue(queue: object) -> BaseQueue:
     """``queue``, which trailing runs need to be a configured queue (one that delays)."""
     if not isinstance(queue, BaseQueue):
@@ -80,7 +90,7 @@ def trailing_queue(queue: object) -> BaseQueue:
 
 
 def enqueue_trailing(
-    queue: BaseQueue,
+    queue: _DelayingSender,
     key: str,
     task: Any,
     task_json: str,
@@ -89,9 +99,13 @@ def enqueue_trailing(
     trailing: Trailing | Debounce,
     alias: str,
     joins: bool,
+    merge_path: str | None = None,
 ) -> Enqueued:
     """The trailing-mode enqueue of ``enqueue_claimed`` (arguments checked,
-    ``task_json`` encoded, the plan made: ``joins``)."""
+    ``task_json`` encoded, the plan made: ``joins``). ``merge_path``: a
+    statement including ``taskclaim/merge.sql`` that merges a trigger that
+    writes, and writes more beside it; run again, in ``trail.sql``'s
+    transaction, when that merged the trigger instead."""
     debounce = trailing if isinstance(trailing, Debounce) else None
     params = {
         "key": key,
@@ -102,7 +116,7 @@ def enqueue_trailing(
         "max_wait": debounce and debounce.max_wait_seconds,
     }
     writes = params["latest"] or debounce
-    merge = "taskclaim/merge.sql" if writes else "taskclaim/merge_first.sql"
+    merge = (merge_path or "taskclaim/merge.sql") if writes else "taskclaim/merge_first.sql"
     merged = run_in_savepoint(alias, merge, params)
     if merged:
         return Enqueued(merged[0][0], "merged")
@@ -110,6 +124,8 @@ def enqueue_trailing(
     with transaction.atomic(using=alias) if joins else nullcontext():
         [(outcome, carrier, wait)] = run_in_savepoint(alias, "taskclaim/trail.sql", params)
         if outcome == "merged":
+            if writes and merge_path is not None:
+                run_in_savepoint(alias, merge_path, params)
             return Enqueued(carrier, outcome)
         field = TRAILING_FIELD if outcome == "sent" else FOLLOW_UP_FIELD
         body = {**message_body(key, token, window_seconds, task), field: True}
@@ -123,7 +139,7 @@ def enqueue_trailing(
     return Enqueued(token, outcome)
 
 
-def _undo(queue: BaseQueue, alias: str, key: str, token: str, outcome: str) -> None:
+def _undo(queue: _DelayingSender, alias: str, key: str, token: str, outcome: str) -> None:
     """Frees the claim, or drops the new follow-up, of a send that failed."""
     path = "taskclaim/release.sql" if outcome == "sent" else "taskclaim/follow_up_drop.sql"
     try:

@@ -124,15 +124,15 @@ class Consumer(MessageConsumer):
         entry = self.default if named is None else None
         if isinstance(named, str):
             entry = self.tasks.get(named)
+        begun = trailing.begin(self.alias, message, found, summary, entry)  # the hook then sees
+        if not isinstance(begun, Envelope):  # a follow-up's own task
+            return begun  # a follow-up that waits, or was superseded
         if entry is None:
-            options = unknown_task(self, message, found, summary, named)
+            options = unknown_task(self, message, begun, summary, named)
         else:
-            options = entry.prepare(self, message, found, summary)
+            options = entry.prepare(self, message, begun, summary)
         if not isinstance(options, TaskOptions):
             return options  # settled by the hook
-        begun = trailing.begin(self.alias, message, found, summary)
-        if not isinstance(begun, Envelope):
-            return begun  # a follow-up that waits, or was superseded
         if isinstance(slot := concurrency.take(self, options, begun, message, summary), str):
             return slot  # waits for a slot of its group
         found, history, started = begun, options.history, time.time()

@@ -261,7 +261,9 @@ class Entry(Protocol):
     message with: its hook before the run, which settles the message itself
     (returning the outcome) or gives the :class:`TaskOptions` (and hooks) to
     run it with. A claimed task, a Django Tasks backend's runner, or
-    :class:`TaskOptions` themselves."""
+    :class:`TaskOptions` themselves. An entry may also have a
+    ``superseded(alias, found)`` hook, called for a trailing run's message
+    acked unrun (:func:`~astral_taskclaim.consumer.trailing.begin`)."""
 
     def prepare(
         self, consumer: Any, message: Message, found: Envelope, summary: ConsumeSummary

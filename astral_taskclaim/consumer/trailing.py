@@ -16,7 +16,7 @@ import logging
 
 from astral_taskclaim.claims.trailing import start_sent, take_follow_up
 from astral_taskclaim.consumer.deferral import send_again
-from astral_taskclaim.consumer.summary import ConsumeSummary, Message, Outcome
+from astral_taskclaim.consumer.summary import ConsumeSummary, Entry, Message, Outcome
 from astral_taskclaim.core.envelope import FOLLOW_UP_FIELD, TRAILING_FIELD, Envelope
 from astral_taskclaim.core.logtext import printable
 
@@ -27,10 +27,12 @@ _SHORTEST_WAIT = 0.1
 
 
 def begin(
-    alias: str, message: Message, found: Envelope, summary: ConsumeSummary
+    alias: str, message: Message, found: Envelope, summary: ConsumeSummary, entry: Entry | None
 ) -> Envelope | Outcome:
     """The envelope to run for ``message`` (a follow-up's, with its task),
-    or the outcome once it is settled without a run."""
+    or the outcome once it is settled without a run. Before a superseded
+    run's message is acked, ``entry``'s ``superseded(alias, found)`` hook,
+    if it has one, ends what it recorded of the run."""
     body = message.body
     # Most messages are neither: one dict lookup each, nothing more.
     if type(body) is not dict or body.get(FOLLOW_UP_FIELD, body.get(TRAILING_FIELD)) is not True:
@@ -61,6 +63,8 @@ def begin(
         *shown,
         extra={"event": "queue.follow_up_superseded", **extra},
     )
+    if (superseded := getattr(entry, "superseded", None)) is not None:
+        superseded(alias, found)
     message.ack()
     summary.superseded += 1
     return "superseded"

@@ -27,12 +27,14 @@ runs them. Results are stored in ``taskclaim.task_result`` in
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, transaction
@@ -41,6 +43,8 @@ from astral_taskclaim.claims.claim import enqueue_claimed
 from astral_taskclaim.claims.writing import async_write_alias, in_transaction
 from astral_taskclaim.core.tracing import sending
 from astral_taskclaim.core.validation import (
+    Debounce,
+    Trailing,
     raise_misconfigured,
     validate_alias,
     validate_max_retries,
@@ -60,9 +64,15 @@ from astral_taskclaim.tasks_backend.sending import (
     ENQUEUE_TRIES,
     RecordingSender,
     RunRequest,
+    enqueue_trailing_run,
     json_arguments,
 )
-from astral_taskclaim.tasks_backend.task import ClaimTask, coalescing_key, validate_options
+from astral_taskclaim.tasks_backend.task import (
+    ClaimTask,
+    coalescing_key,
+    trailing_mode,
+    validate_options,
+)
 
 OPTIONS = frozenset({"queue", "queues", "max_retries", "time_limit"})
 DEFAULT_MAX_RETRIES = 3
@@ -196,10 +206,14 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
     def enqueue(self, task: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
         """Queues one run of ``task`` and returns its ``TaskResult``; for a
         coalescing task whose key is claimed, queues nothing and returns the
-        claiming run's result instead (its id is the claim token)."""
+        claiming run's result instead (its id is the claim token). With
+        ``trailing``, the result of the run that carries this call: new if
+        sent now or the key's new follow-up run, else the pending follow-up's."""
         request = self._run_request(task, args, kwargs)
         queue = queues[request.queue]
         database = statements.configured_alias()
+        if (mode := trailing_mode(task)) is not None:
+            return self._enqueue_trailing(queue, database, request, mode)
         in_database = _in_claims_database(queue, database)
         if in_database is not None:
             enqueued_at, holder = self._enqueue_in_database(in_database, database, request)
@@ -223,6 +237,9 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
         request = self._run_request(task, args, kwargs)
         queue = queues[request.queue]
         database = async_write_alias(None, "aenqueue")
+        if (mode := trailing_mode(task)) is not None:  # in a thread, as aenqueue_claimed's
+            enqueue = sync_to_async(self._enqueue_trailing)
+            return await asyncio.shield(enqueue(queue, database, request, mode))
         in_database = _in_claims_database(queue, database)
         if in_database is not None:
             enqueued_at, holder = await async_enqueue.aenqueue_in_database(
@@ -284,6 +301,16 @@ class ClaimTaskBackend(BaseTaskBackend):  # type: ignore[misc]
         if holder:
             return None, holder[0][0]
         raise request.changing_hands(key)
+
+    def _enqueue_trailing(
+        self, queue: BaseQueue, database: str, request: RunRequest, mode: Trailing | Debounce
+    ) -> Any:
+        enqueued, enqueued_at = enqueue_trailing_run(queue, database, request, mode)
+        if enqueued.outcome == "merged":
+            return self._holder_result(database, str(enqueued), request)
+        result = self._new_result(request, enqueued_at)
+        task_enqueued.send(type(self), task_result=result)
+        return result
 
     def _new_result(self, request: RunRequest, enqueued_at: datetime | None) -> Any:
         payload = (request.args, request.kwargs)

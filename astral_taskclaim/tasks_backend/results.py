@@ -189,16 +189,22 @@ def succeed(database: str, result_id: str, return_value: Any) -> datetime | None
     return rows[0][0] if rows else None
 
 
-def fail(database: str, result_id: str, error: TaskError, *, final: bool) -> datetime | None:
-    """Records a failed attempt; the finish time when ``final``."""
+def fail(
+    database: str, result_id: str, error: TaskError, *, final: bool, superseded_key: str = ""
+) -> datetime | None:
+    """Records a failed attempt; the finish time when ``final``. With
+    ``superseded_key``, ends only a run of that key that never started and
+    holds no claim of it (``tasks/supersede.sql``)."""
     params = {
         "id": result_id,
+        "key": superseded_key,
         "exception_class_path": error.exception_class_path,
         "traceback": error.traceback,
         "final": final,
         "relaxed": _relaxed(database),
     }
-    rows = statements.run(database, "tasks/fail.sql", params)
+    path = "tasks/supersede.sql" if superseded_key else "tasks/fail.sql"
+    rows = statements.run(database, path, params)
     return rows[0][0] if rows else None
 
 

@@ -65,6 +65,7 @@ from astral_taskclaim.queues import QueueError
 from astral_taskclaim.tasks_backend import results
 from astral_taskclaim.tasks_backend.compat import (
     TaskContext,
+    TaskResultDoesNotExist,
     TaskResultStatus,
     set_return_value,
     task_finished,
@@ -73,6 +74,11 @@ from astral_taskclaim.tasks_backend.compat import (
 from astral_taskclaim.tasks_backend.sending import json_value
 
 logger = logging.getLogger(__name__)
+
+
+class Superseded(Exception):
+    """The error of a trailing run that a later run of its key superseded
+    before it started (its message acked unrun)."""
 
 
 class TaskRunner:
@@ -104,6 +110,21 @@ class TaskRunner:
     def consumer(self, *, using: str | None = None) -> Consumer:
         """Its queue's consumer: every message is this runner's (see the module docstring)."""
         return Consumer(self.queue, default=self).consumer(using=using)
+
+    def superseded(self, database: str, found: Envelope) -> None:
+        """The consumer's hook for a trailing run's message acked unrun (its
+        follow-up gone, or a later claim holds its key): the run, if one of
+        that key that never started, ends ``FAILED`` (:class:`Superseded`),
+        so no one waits on it for ever; ``task_finished`` is sent."""
+        error = Superseded(f"Superseded: a later run of key {found.key!r} carries its trigger")
+        args = (database, found.claim, results.error_of(error))
+        if results.fail(*args, final=True, superseded_key=found.key) is None:
+            return  # none such: nothing to end (a forged message too)
+        try:
+            result = results.to_task_result(results.fetch(database, found.claim))
+        except TaskResultDoesNotExist:  # its task is gone from this worker
+            return
+        task_finished.send(type(result.task.get_backend()), task_result=result)
 
     def prepare(
         self, consumer: Consumer, message: Message, found: Envelope, summary: ConsumeSummary

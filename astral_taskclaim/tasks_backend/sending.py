@@ -1,5 +1,6 @@
-"""What one ``enqueue()`` sends: :class:`RunRequest`, and the sender that
-records a run before its message leaves for a queue outside the database."""
+"""What one ``enqueue()`` sends: :class:`RunRequest`, the sender that
+records a run before its message leaves for a queue outside the database,
+and the enqueue of a task with ``trailing`` (:func:`enqueue_trailing_run`)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from astral_taskclaim.core.envelope import message_body
+from astral_taskclaim.claims.trailing import Enqueued, enqueue_trailing
+from astral_taskclaim.claims.writing import plan
+from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, encode_json, message_body
 from astral_taskclaim.core.jsontext import not_json_place
+from astral_taskclaim.core.validation import Debounce, Trailing
 from astral_taskclaim.db import statements
 from astral_taskclaim.queues import BaseQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
@@ -167,6 +171,11 @@ class RecordingSender:
         return getattr(self.queue, name)
 
     @property
+    def max_send_delay_seconds(self) -> float:
+        """The queue's longest delay of one send."""
+        return float(self.queue.max_send_delay_seconds)
+
+    @property
     def task_name(self) -> str:
         """The Django Task's path (on the enqueue's span)."""
         return str(self.request.task.module_path)
@@ -175,9 +184,11 @@ class RecordingSender:
         """Runs a shipped SQL file on the results database (Django's connection)."""
         return statements.run(self.database, path, params)
 
-    def send(self, body: dict[str, Any]) -> None:
-        """Records the run, then sends ``body`` to the queue."""
+    def send(self, body: dict[str, Any], *, delay_seconds: float = 0) -> None:
+        """Records the run, then sends ``body`` to the queue (after
+        ``delay_seconds``, or the run's delay if longer)."""
         delay = self.recorded(body, self.run_statement(*self.record_statement(body)))
+        delay = max(delay, min(delay_seconds, self.queue.max_send_delay_seconds))
         try:
             self.queue.send(body, delay_seconds=delay)
         except Exception:
@@ -210,3 +221,33 @@ class RecordingSender:
             exc_info=True,
             extra={"event": "tasks.result_forget_failed", "queue": self.queue.alias},
         )
+
+
+def enqueue_trailing_run(
+    queue: BaseQueue, database: str, request: RunRequest, mode: Trailing | Debounce
+) -> tuple[Enqueued, datetime | None]:
+    """The enqueue of a run whose task has ``trailing``, as
+    ``enqueue_claimed(trailing=...)`` makes it: the token of the run that
+    carries the trigger (its result id) and the new run's enqueue time. A
+    new run (sent now, or the key's new follow-up) has its result row
+    written with its message (in one transaction on a queue in the
+    database, else before the send); a trigger merging into a pending
+    follow-up gives that run's row its task and arguments in the merge's
+    statement (``tasks/merge.sql``), in ``"latest"`` mode this trigger's."""
+    key, window, payload = request.envelope_key, request.claim_window(), request.payload
+    placeholder = message_body(key, PLACEHOLDER_TOKEN, window, payload)
+    function = f"{request.task.module_path}.enqueue"
+    how = plan(queue, database, function=function, placeholders=[placeholder])
+    sender = RecordingSender(queue, database, request)
+    enqueued = enqueue_trailing(
+        sender,
+        key,
+        payload,
+        encode_json(payload, name="task"),
+        window_seconds=window,
+        trailing=mode,
+        alias=database,
+        joins=how.joins,
+        merge_path="tasks/merge.sql",
+    )
+    return enqueued, sender.enqueued_at

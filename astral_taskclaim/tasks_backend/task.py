@@ -11,6 +11,9 @@ options as keyword arguments::
 
     refresh_room.using(key="room:all", window_seconds=60).enqueue(0)
 
+    @task(window_seconds=300, trailing="latest")   # a trigger on a claimed key runs later
+    def rebuild_index(project_id: int) -> None: ...
+
 Options live on the Task, as ``priority`` and ``queue_name`` do, because
 coalescing is a property of the work (its identity and how often it may
 run), and ``using()`` changes them per call like the framework's own.
@@ -31,8 +34,12 @@ from django.core.exceptions import ImproperlyConfigured
 
 from astral_taskclaim.core.validation import (
     MAX_KEY_BYTES,
+    Debounce,
+    Trailing,
+    TrailingOption,
     max_retries_problem,
     validate_key,
+    validate_trailing,
     validate_window,
 )
 from astral_taskclaim.tasks_backend.compat import (
@@ -46,7 +53,7 @@ from astral_taskclaim.tasks_backend.compat import task as django_task
 # Where ``TASKS`` names this app's backend.
 _BACKEND_PATH = "astral_taskclaim.tasks_backend.ClaimTaskBackend"
 # The options :class:`ClaimTask` adds to Django's ``Task``.
-_TASK_OPTIONS = ("window_seconds", "key", "max_retries")
+_TASK_OPTIONS = ("window_seconds", "key", "max_retries", "trailing")
 
 #: ``key``: a fixed key, or a function of the task's arguments returning one.
 _KeySource = str | Callable[..., str]
@@ -69,11 +76,17 @@ class ClaimTask(Task):  # type: ignore[misc]
     ``max_retries``
         Retries after a failed attempt (the backend's ``max_retries``
         option when ``None``).
+    ``trailing``
+        As ``@claimed_task``'s (``"latest"``, ``"first"``, a ``Debounce``;
+        needs ``window_seconds``): an ``enqueue()`` that finds the key
+        claimed makes, or merges into, the key's one pending follow-up run,
+        due when the claim ends, and returns that run's ``TaskResult``.
     """
 
     window_seconds: float | None = None
     key: _KeySource | None = None
     max_retries: int | None = None
+    trailing: TrailingOption = None
 
     def using(  # type: ignore[override]
         self,
@@ -85,13 +98,19 @@ class ClaimTask(Task):  # type: ignore[misc]
         key: _KeySource | None = None,
         window_seconds: float | None = None,
         max_retries: int | None = None,
+        trailing: TrailingOption = None,
     ) -> ClaimTask:
-        """Django's ``using()``, also for ``key``, ``window_seconds`` and
-        ``max_retries``."""
+        """Django's ``using()``, also for ``key``, ``window_seconds``,
+        ``max_retries`` and ``trailing`` (``False`` turns it off)."""
         changed = Task.using(
             self, priority=priority, queue_name=queue_name, run_after=run_after, backend=backend
         )
-        options = {"key": key, "window_seconds": window_seconds, "max_retries": max_retries}
+        options = {
+            "key": key,
+            "window_seconds": window_seconds,
+            "max_retries": max_retries,
+            "trailing": trailing,
+        }
         given = {name: value for name, value in options.items() if value is not None}
         return replace(changed, **given) if given else changed  # type: ignore[no-any-return]
 
@@ -99,7 +118,7 @@ class ClaimTask(Task):  # type: ignore[misc]
 def checked_task(function: Callable[..., Any] | None = None, **kwargs: Any) -> Any:
     """Django's ``@task``, with the same arguments, that first checks the
     task's backend takes the options given (``window_seconds``, ``key``,
-    ``max_retries``): when it is not a ``ClaimTaskBackend`` (``TASKS``
+    ``max_retries``, ``trailing``): when it is not a ``ClaimTaskBackend`` (``TASKS``
     unset or ``backend=`` naming another), ``ImproperlyConfigured`` naming
     ``TASKS``, the alias, the option and this backend's path, where
     Django's own decorator raises ``TypeError: Task.__init__() got an
@@ -134,8 +153,11 @@ def _check_backend(func: Callable[..., Any], alias: str, option: str) -> None:
 
 
 def validate_options(task: Any) -> None:
-    """``InvalidTask`` for a bad ``key``, ``window_seconds`` or ``max_retries``."""
+    """``InvalidTask`` for a bad ``key``, ``window_seconds``, ``max_retries``
+    or ``trailing``."""
     window = getattr(task, "window_seconds", None)
+    if trailing_mode(task) is not None and window is None:
+        raise InvalidTask(f"{task.module_path}: trailing needs window_seconds to coalesce runs")
     key = getattr(task, "key", None)
     retries = getattr(task, "max_retries", None)
     if window is not None:
@@ -156,6 +178,14 @@ def validate_options(task: Any) -> None:
     problem = None if retries is None else max_retries_problem(retries)
     if problem is not None:
         raise InvalidTask(f"{task.module_path}: {problem}")
+
+
+def trailing_mode(task: Any) -> Trailing | Debounce | None:
+    """``task``'s trailing mode (``None``: off); ``InvalidTask`` for a bad one."""
+    try:
+        return validate_trailing(getattr(task, "trailing", None))
+    except ValueError as error:
+        raise InvalidTask(f"{task.module_path}: {error}") from error
 
 
 def coalescing_key(task: Any, args: list[Any], kwargs: dict[str, Any]) -> str | None:

@@ -117,3 +117,10 @@ async def sleeps(seconds: float) -> None:
     """Awaits ``seconds``: past a time limit, cancelled."""
     calls.append(("sleeps", seconds))
     await asyncio.sleep(seconds)
+
+
+@_task(key=lambda doc, **_: f"doc:{doc}", window_seconds=300, trailing="latest")
+def rebuild(doc: int, version: int = 0) -> int:
+    """A trigger while its key is claimed runs later, as a follow-up."""
+    calls.append(("rebuild", doc, version))
+    return version

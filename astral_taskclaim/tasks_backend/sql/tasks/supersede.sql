@@ -1,0 +1,9 @@
+-- A trailing run's message is acked unrun: superseded before it started
+-- (its follow-up is gone, or a later claim holds its key). Its run ends
+-- FAILED with the error given (final), so no one waits on it for ever.
+-- Only a run of that key that never started and holds no claim of it: a
+-- forged message naming another run's id (and not its key, or while that
+-- run holds its key) ends nothing.
+-- include: tasks/fail.sql
+--   replacing: WHERE id = %(id)s::uuid AND status IN ('READY', 'RUNNING')
+--   with: WHERE id = %(id)s::uuid AND status = 'READY' AND started_at IS NULL AND key = %(key)s::text AND NOT EXISTS (SELECT FROM taskclaim.claim AS held WHERE held.key = %(key)s::text AND held.token = %(id)s::uuid)
