@@ -17,9 +17,10 @@ thirds of that is made to end that long from now (``taskclaim/keep.sql``).
 So a run that outlives its window still holds its key, and no other
 process runs the key beside it; a dead worker's keys free at most one
 window (or minute) after its last beat. The concurrency slots its runs hold are kept with them
-(:mod:`~astral_taskclaim.consumer.concurrency`). Logs
-``worker.claims_kept`` (DEBUG) after each such write, and
-``worker.claim_keeping_failed`` when it fails (the next beat tries again).
+(:mod:`~astral_taskclaim.consumer.concurrency`). A claim is kept until its
+message is settled, not its batch. Logs ``worker.claims_kept`` (DEBUG)
+after each such write, and ``worker.claim_keeping_failed`` when it fails
+(the next beat tries again).
 
 A message is *lost* when its lease ran out before it could be extended
 (the worker was stalled, or the queue unreachable, past the lease) or the
@@ -169,7 +170,12 @@ class LeaseKeeper:
             windows = [slot_seconds(found.window_seconds) for found in self._envelopes.values()]
             if windows:
                 self.interval = max(min(self.interval, min(windows) / 3), _MIN_INTERVAL)
-        kept = [self._envelopes[id(m)] for m in held if id(m) in self._envelopes]
+        # A settled message's run is over: its claim is left as its run left it.
+        kept = [
+            self._envelopes[id(m)]
+            for m in held
+            if m.settlement is None and id(m) in self._envelopes
+        ]
         if not kept:
             return
         # Held a window, at most a minute, past each beat: a dead worker's
