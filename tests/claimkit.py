@@ -39,6 +39,16 @@ def insert_claim(key: str, *, seconds: float, token: str | None = None) -> str:
     return token
 
 
+def end_claim_in(key: str, seconds: float) -> None:
+    """Makes ``key``'s claim end ``seconds`` from now."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE taskclaim.claim SET expires_at = clock_timestamp() + make_interval(secs => %s) "
+            "WHERE key = %s",
+            [seconds, key],
+        )
+
+
 def lock_row(key: str, *, delete: bool = False) -> Callable[[Callable[[], None]], None]:
     """A ``hold_transaction`` body locking ``key``'s row (and deleting it,
     as ``taskclaim_delete_expired`` does, when ``delete``)."""

@@ -17,7 +17,7 @@ import logging
 from astral_taskclaim.claims.trailing import start_sent, take_follow_up
 from astral_taskclaim.consumer.deferral import send_again
 from astral_taskclaim.consumer.summary import ConsumeSummary, Entry, Message, Outcome
-from astral_taskclaim.core.envelope import FOLLOW_UP_FIELD, TRAILING_FIELD, Envelope
+from astral_taskclaim.core.envelope import FOLLOW_UP_FIELD, Envelope, trailing_run
 from astral_taskclaim.core.logtext import printable
 
 logger = logging.getLogger(__name__)
@@ -34,8 +34,7 @@ def begin(
     run's message is acked, ``entry``'s ``superseded(alias, found)`` hook,
     if it has one, ends what it recorded of the run."""
     body = message.body
-    # Most messages are neither: one dict lookup each, nothing more.
-    if type(body) is not dict or body.get(FOLLOW_UP_FIELD, body.get(TRAILING_FIELD)) is not True:
+    if not trailing_run(body):  # most messages: two dict lookups, nothing more
         return found
     queue, shown = summary.queue, (printable(summary.queue), printable(found.key))
     extra = {"queue": queue, "key": found.key}

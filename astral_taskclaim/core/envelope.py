@@ -116,6 +116,11 @@ TRAILING_FIELD = "trailing"
 FOLLOW_UP_FIELD = "followUp"
 
 
+def trailing_run(body: object) -> bool:
+    """Whether ``body`` is a trailing-mode message's or a follow-up run's."""
+    return type(body) is dict and body.get(FOLLOW_UP_FIELD, body.get(TRAILING_FIELD)) is True
+
+
 def task_name_of(body: object) -> object:
     """The :data:`TASK_FIELD` of a received body, or ``None``."""
     return body.get(TASK_FIELD) if isinstance(body, Mapping) else None

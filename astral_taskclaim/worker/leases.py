@@ -17,9 +17,11 @@ thirds of that is made to end that long from now (``taskclaim/keep.sql``).
 So a run that outlives its window still holds its key, and no other
 process runs the key beside it; a dead worker's keys free at most one
 window (or minute) after its last beat. The concurrency slots its runs hold are kept with them
-(:mod:`~astral_taskclaim.consumer.concurrency`). Logs
-``worker.claims_kept`` (DEBUG) after each such write, and
-``worker.claim_keeping_failed`` when it fails (the next beat tries again).
+(:mod:`~astral_taskclaim.consumer.concurrency`). A claim is kept until its
+message is settled, not its batch; a trailing run's, once acked, ends then
+(:meth:`LeaseKeeper.end_run`). Logs ``worker.claims_kept`` (DEBUG) after
+each such write, and ``worker.claim_keeping_failed`` when it fails (the
+next beat tries again).
 
 A message is *lost* when its lease ran out before it could be extended
 (the worker was stalled, or the queue unreachable, past the lease) or the
@@ -46,10 +48,13 @@ from collections.abc import Sequence
 
 from django.db import connections
 
+from astral_taskclaim.claims.writing import discard_broken_connection
 from astral_taskclaim.consumer.concurrency import held_slots, slot_seconds
-from astral_taskclaim.core.envelope import Envelope, parse_body
+from astral_taskclaim.core.envelope import Envelope, parse_body, trailing_run
+from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.db import statements
 from astral_taskclaim.queues import BaseQueue, ReceivedMessage
+from astral_taskclaim.queues.postgres import PostgresQueue
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +116,8 @@ class LeaseKeeper:
         #: The claims database, and each message's envelope (parsed on the first beat).
         self._claims = claims
         self._envelopes: dict[int, Envelope] | None = None
+        #: The envelopes of the messages whose claims a beat kept, by ``id()``.
+        self._kept: dict[int, Envelope] = {}
         self._held = list(messages)
         self._lost: set[int] = set()
         self._lock = threading.Lock()
@@ -145,6 +152,34 @@ class LeaseKeeper:
         with self._lock:
             return len(self._lost)
 
+    def end_run(self, message: ReceivedMessage, seconds: float) -> None:
+        """Once ``message``'s run ended (``seconds`` after it began) and it
+        was settled: an acked trailing run whose claim was kept frees its key
+        a window from the run's start, or now if it outlived that, and wakes
+        the key's follow-up (``taskclaim/end_run.sql``). A failure is logged
+        (``queue.claim_end_failed``); the claim then runs out as before."""
+        if message.settlement != "ack" or not trailing_run(message.body):
+            return  # a plain claimed task's claim holds its whole window
+        _BEATS.wait_idle(self)  # a beat that saw it unsettled has written
+        with self._lock:
+            found = self._kept.get(id(message))
+        backend, alias = self.backend, self._claims
+        if found is None or alias is None:
+            return
+        left, queue = float(found.window_seconds) - seconds, None
+        if isinstance(backend, PostgresQueue) and backend.database == alias:
+            queue = backend.queue_name  # only it can bring the follow-up forward
+        params = {"key": found.key, "token": found.claim, "left": left, "queue": queue}
+        try:
+            statements.run(alias, "taskclaim/end_run.sql", params)
+        except Exception as error:  # the claim runs out as before; the run stands
+            logger.warning(
+                "%s task %s: could not end its kept claim: %s: %s",
+                *(printable(backend.alias), printable(found.key), type(error).__name__, error),
+                extra={"event": "queue.claim_end_failed", "queue": backend.alias, "key": found.key},
+            )
+            discard_broken_connection(connections[alias])
+
     @property
     def first_beat(self) -> float:
         """Seconds from now to the first beat: at once where claims are kept
@@ -169,7 +204,9 @@ class LeaseKeeper:
             windows = [slot_seconds(found.window_seconds) for found in self._envelopes.values()]
             if windows:
                 self.interval = max(min(self.interval, min(windows) / 3), _MIN_INTERVAL)
-        kept = [self._envelopes[id(m)] for m in held if id(m) in self._envelopes]
+        # A settled message's run is over: its claim is left as its run left it.
+        running = [m for m in held if m.settlement is None and id(m) in self._envelopes]
+        kept = [self._envelopes[id(m)] for m in running]
         if not kept:
             return
         # Held a window, at most a minute, past each beat: a dead worker's
@@ -183,6 +220,10 @@ class LeaseKeeper:
         except Exception as error:  # the next beat tries again; the runs go on
             self._failed("keep the claims", len(kept), error, "worker.claim_keeping_failed")
             return
+        extended = set(rows)  # (key, token), the token as PostgreSQL spells it
+        pairs = zip(running, kept, strict=True)
+        with self._lock:
+            self._kept.update((id(m), f) for m, f in pairs if (f.key, f.claim.lower()) in extended)
         logger.debug(
             "%s: kept %d of %d claims",
             *(self.backend.alias, len(rows), len(claims)),

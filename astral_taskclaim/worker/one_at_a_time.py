@@ -140,12 +140,13 @@ class OneAtATime:
                 if keeper is not None and keeper.lost(message):
                     worker.stats.leases_lost += 1
                     continue
-                if on_run is None:
-                    consumer.consume_one(message, summary)
-                    continue
                 started = time.monotonic()
                 outcome = consumer.consume_one(message, summary)
-                on_run(task_run(queue, message, outcome, time.monotonic() - started))
+                seconds = time.monotonic() - started
+                if keeper is not None:
+                    keeper.end_run(message, seconds)
+                if on_run is not None:
+                    on_run(task_run(queue, message, outcome, seconds))
         except worker.recoverable as error:
             # The claims database is unreachable: leave this message and the
             # rest to the retry of the messages not run.

@@ -225,8 +225,10 @@ class SideBySide:
             try:
                 awaitable = steps.send(result) if error is None else steps.throw(error)
             except StopIteration as stop:
+                seconds = time.monotonic() - item.started
+                if item.batch.keeper is not None:
+                    item.batch.keeper.end_run(message, seconds)
                 if worker.on_run is not None:
-                    seconds = time.monotonic() - item.started
                     worker.on_run(task_run(item.batch.batch.queue, message, stop.value, seconds))
             else:
                 submit(awaitable, functools.partial(self._resume, item))

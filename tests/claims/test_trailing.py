@@ -5,51 +5,24 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
 from django.core.management import call_command
 from django.db import connection
-from django.test import override_settings
 
 from astral_taskclaim import Debounce, aenqueue_claimed, enqueue_claimed, enqueue_claimed_many
 from astral_taskclaim.claims.trailing import Enqueued
 from astral_taskclaim.consumer.consume import consume_claimed
 from astral_taskclaim.consumer.summary import ConsumeSummary
-from astral_taskclaim.queues import queues
 from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import TaskRegistry
 from tests.claimkit import claims, insert_claim
+from tests.claims.trailingkit import QUEUE, queued
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
-
-QUEUE = "trailing"
-
-
-@pytest.fixture
-def queue() -> Iterator[PostgresQueue]:
-    backend = "astral_taskclaim.queues.postgres.PostgresQueue"
-    config = {QUEUE: {"BACKEND": backend, "OPTIONS": {"queue_name": QUEUE}}}
-    with override_settings(TASKCLAIM_QUEUES=config):
-        configured = queues[QUEUE]
-        assert isinstance(configured, PostgresQueue)
-        yield configured
-    with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM taskclaim.message WHERE queue = %s", [QUEUE])
-
-
-def queued() -> list[tuple[dict[str, Any], float]]:
-    """Bodies on the test queue and the seconds until each is visible."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """SELECT body, extract(epoch FROM visible_at - clock_timestamp())
-               FROM taskclaim.message WHERE queue = %s ORDER BY id""",
-            [QUEUE],
-        )
-        return [(json.loads(body), float(wait)) for body, wait in cursor.fetchall()]
 
 
 def follow_ups() -> list[tuple[str, str, Any, bool]]:

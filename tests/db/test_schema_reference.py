@@ -51,6 +51,9 @@ CROSSING = {
     # A freed concurrency slot wakes its group's oldest waiting message on
     # the PostgreSQL queue in the same statement, so no wake-up is lost.
     "taskclaim/slot_release.sql": {"message"},
+    # A trailing run's kept claim ends and its key's waiting follow-up is
+    # made due in the same statement, so the follow-up never waits for nothing.
+    "taskclaim/end_run.sql": {"message"},
 }
 _WRITE = re.compile(r"(?:INSERT INTO|UPDATE|DELETE FROM)\s+taskclaim\.(\w+)")
 

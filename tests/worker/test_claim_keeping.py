@@ -14,7 +14,7 @@ from astral_taskclaim.core.envelope import message_body
 from astral_taskclaim.queues.cloudflare import CloudflareQueue
 from astral_taskclaim.queues.messages import ReceivedMessage
 from astral_taskclaim.worker.leases import LeaseKeeper
-from tests.claimkit import insert_claim
+from tests.claimkit import end_claim_in, insert_claim
 from tests.eventkit import EventWaiter
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -117,3 +117,27 @@ def test_the_slots_of_running_messages_are_kept_with_their_claims() -> None:
     assert kept.records[0].kept == 1  # type: ignore[attr-defined]  # the slot, not the claim
     assert 0.3 < seconds_left("taskclaim-slot:imports:0") <= 0.6
     assert ends()["taskclaim-slot:imports:1"] == before["taskclaim-slot:imports:1"]
+
+
+def test_a_settled_messages_claim_is_not_kept_while_its_batch_runs() -> None:
+    fast = delivered("fast", insert_claim("fast", seconds=0.05), 0.6)
+    slow = delivered("slow", insert_claim("slow", seconds=0.05), 0.6)
+    with (
+        EventWaiter("worker.claims_kept") as kept,
+        LeaseKeeper(cloudflare(), [fast, slow], lease_seconds=None, claims="default"),
+    ):
+        assert kept.wait(30)
+        assert kept.records[0].kept == 2  # type: ignore[attr-defined]
+        fast.ack()  # its run is over; its batch-mate runs on
+        kept._seen.clear()
+        assert kept.wait(30)  # a beat that saw it running has ended
+        end_claim_in("fast", 0.05)  # both about to end: a beat keeps what it holds
+        end_claim_in("slow", 0.05)
+        settled_end = ends()["fast"]
+        beats = len(kept.records)
+        while not any(r.kept for r in kept.records[beats:]):  # type: ignore[attr-defined]
+            kept._seen.clear()
+            assert kept.wait(30)
+        after = ends()
+    assert after["fast"] == settled_end
+    assert 0 < seconds_left("slow") <= 0.6

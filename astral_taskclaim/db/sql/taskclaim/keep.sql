@@ -3,7 +3,7 @@
 -- `seconds` (its window, at most a minute), ends `seconds` from now. A
 -- claim already released, or taken by a later token, is left alone. A
 -- worker that dies stops keeping, and its keys free at most `seconds` after
--- its last beat. Returns the keys it kept.
+-- its last beat. Returns the keys it kept and their tokens.
 UPDATE taskclaim.claim AS c
 SET expires_at = statement_timestamp() + make_interval(secs => kept.seconds)
 FROM unnest(%(keys)s::text[], %(tokens)s::uuid[], %(seconds)s::double precision[])
@@ -11,4 +11,4 @@ FROM unnest(%(keys)s::text[], %(tokens)s::uuid[], %(seconds)s::double precision[
 WHERE c.key = kept.key
   AND c.token = kept.token
   AND c.expires_at < statement_timestamp() + make_interval(secs => kept.seconds * 2 / 3)
-RETURNING c.key
+RETURNING c.key, c.token::text
