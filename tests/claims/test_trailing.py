@@ -321,11 +321,23 @@ def test_debounce_runs_no_later_than_its_maximum_wait(queue: PostgresQueue) -> N
 
 @pytest.mark.parametrize(
     ("arguments", "culprit"),
-    [((0,), "Debounce seconds"), ((5, -1), "max_wait_seconds"), ((5, None, "last"), "keep")],
+    [
+        ((0,), "Debounce seconds"),
+        ((5, -1), "max_wait_seconds"),
+        ((5, None, "last"), "keep"),
+        ((1e11 + 1,), "Debounce seconds"),
+        ((5, 1e11 + 1), "max_wait_seconds"),
+        ((30, 29.5), "max_wait_seconds"),
+    ],
 )
 def test_a_bad_debounce_names_its_culprit(arguments: tuple[Any, ...], culprit: str) -> None:
     with pytest.raises(ValueError, match=culprit):
         Debounce(*arguments)
+
+
+def test_debounce_takes_its_limits() -> None:
+    assert Debounce(1e11, max_wait_seconds=1e11).max_wait_seconds == 1e11
+    assert Debounce(30, max_wait_seconds=30).max_wait_seconds == 30
 
 
 def test_a_follow_up_row_that_is_not_json_is_unparseable_not_a_stuck_worker(
