@@ -5,24 +5,28 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, connections, transaction
 from django.test import override_settings
 
 from astral_taskclaim import Debounce, aenqueue_claimed, enqueue_claimed, enqueue_claimed_many
-from astral_taskclaim.claims.trailing import Enqueued
+from astral_taskclaim.claims.trailing import Enqueued, take_follow_up
 from astral_taskclaim.consumer.consume import consume_claimed
 from astral_taskclaim.consumer.summary import ConsumeSummary
+from astral_taskclaim.core.envelope import Envelope
 from astral_taskclaim.queues import queues
 from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import TaskRegistry
-from tests.claimkit import claims, insert_claim
+from astral_taskclaim.testing import backend_pid, hold_transaction
+from tests.claimkit import blocking_pids, claims, insert_claim, until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
 
@@ -384,3 +388,40 @@ def test_a_sent_message_whose_claim_ran_out_unretaken_runs_and_holds_its_key(
     token, left = claims()["doc:1"]
     assert token == sent
     assert 55 < left <= 60  # a window from the run's start
+
+
+def test_a_trigger_merging_as_its_follow_up_is_delivered_pushes_it_back(
+    queue: PostgresQueue,
+) -> None:
+    debounce = Debounce(30)
+    pending = enqueue_claimed(queue, "doc:1", {"v": 1}, window_seconds=60, trailing=debounce)
+    set_quiet_since("doc:1", 31)  # due: its delivery would run it now
+
+    def merge(hold: Callable[[], None]) -> None:
+        with transaction.atomic():
+            enqueue_claimed(queue, "doc:1", {"v": 2}, window_seconds=60, trailing=debounce)
+            hold()  # the merge's push back, not yet committed
+
+    delivering: Future[int] = Future()
+    delivered: Future[Envelope | float | None] = Future()
+
+    def deliver() -> None:
+        try:
+            delivering.set_result(backend_pid())
+            delivered.set_result(
+                take_follow_up("default", Envelope("doc:1", str(pending), 60, None))
+            )
+        finally:
+            connections.close_all()
+
+    with hold_transaction(merge) as held:
+        thread = threading.Thread(target=deliver)
+        thread.start()
+        until(lambda: held.holder in blocking_pids(delivering.result()))  # it waits for the merge
+        assert not delivered.done()
+    thread.join()
+    wait = delivered.result()
+    assert isinstance(wait, float)  # pushed back: it waits, it does not run
+    assert 25 < wait <= 30
+    assert claims() == {}
+    assert [(task, taken) for _, _, task, taken in follow_ups()] == [({"v": 2}, False)]
