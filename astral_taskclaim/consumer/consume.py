@@ -130,7 +130,7 @@ class Consumer(MessageConsumer):
             options = entry.prepare(self, message, found, summary)
         if not isinstance(options, TaskOptions):
             return options  # settled by the hook
-        begun = trailing.begin(self.alias, message, found, summary)
+        begun = trailing.begin(self, message, found, summary)
         if not isinstance(begun, Envelope):
             return begun  # a follow-up that waits, or was superseded
         if isinstance(slot := concurrency.take(self, options, begun, message, summary), str):

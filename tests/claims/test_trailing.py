@@ -27,6 +27,7 @@ from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import TaskRegistry
 from astral_taskclaim.testing import backend_pid, hold_transaction
 from tests.claimkit import blocking_pids, claims, insert_claim, until
+from tests.eventkit import EventWaiter
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
 
@@ -425,3 +426,30 @@ def test_a_trigger_merging_as_its_follow_up_is_delivered_pushes_it_back(
     assert 25 < wait <= 30
     assert claims() == {}
     assert [(task, taken) for _, _, task, taken in follow_ups()] == [({"v": 2}, False)]
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("window_seconds", "NaN"), ("window_seconds", "Infinity"), ("debounce_seconds", "Infinity")],
+)
+def test_a_follow_up_that_cannot_run_is_dropped_and_its_message_acked_as_malformed(
+    queue: PostgresQueue, column: str, value: str
+) -> None:
+    trailing = Debounce(30) if column == "debounce_seconds" else "latest"
+    enqueue_claimed(queue, "doc:1", {"v": 1}, window_seconds=60, trailing=trailing)
+    enqueue_claimed(queue, "doc:1", {"v": 2}, window_seconds=60, trailing=trailing)
+    expire("doc:1")
+    with connection.cursor() as cursor:  # written by hand
+        cursor.execute(f"UPDATE taskclaim.follow_up SET {column} = %s::float8", [value])
+        cursor.execute("DELETE FROM taskclaim.message WHERE body NOT LIKE '%%followUp%%'")
+    enqueue_claimed(queue, "doc:2", {"v": 3}, window_seconds=60, trailing=trailing)
+    set_quiet_since("doc:2", 31)
+    make_visible()
+    ran: list[Any] = []
+    with EventWaiter("queue.message_malformed") as logged:
+        summary = consume(queue, ran)
+    assert ran == [{"v": 3}]  # the batch's other message still ran
+    assert (summary.malformed, summary.ok) == (1, 1)
+    assert "doc:1" not in [key for key, _, _, _ in follow_ups()]  # the bad one is gone
+    assert queued() == []
+    assert len(logged.records) == 1
