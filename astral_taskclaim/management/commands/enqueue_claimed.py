@@ -147,9 +147,14 @@ class Command(AppCommand):
         one named, or the queue's one or default task (``None``: the queue
         has no claimed task here); the queue names the task in its bodies
         when it carries several."""
+        tasks = registry.tasks_of(alias)
+        if not tasks and alias in registry.queues():  # a runner has the queue to itself
+            raise CommandError(
+                f"queue {alias!r} carries the {registry.get(alias).name}, whose worker runs "
+                "no message of enqueue_claimed: enqueue those Tasks with Task.enqueue()"
+            )
         queue = create_queue(alias)
         check_configured(queue)  # a misconfigured queue fails here, before a key is claimed
-        tasks = registry.tasks_of(alias)
         known = ", ".join(task.name for task in tasks) or "none registered"
         if name is not None:
             task = next((t for t in tasks if t.name == name), None)
