@@ -404,7 +404,7 @@ def test_a_trigger_merging_as_its_follow_up_is_delivered_pushes_it_back(
             hold()  # the merge's push back, not yet committed
 
     delivering: Future[int] = Future()
-    delivered: Future[Envelope | float | None] = Future()
+    delivered: Future[Envelope | float | str | None] = Future()
 
     def deliver() -> None:
         try:
@@ -453,3 +453,37 @@ def test_a_follow_up_that_cannot_run_is_dropped_and_its_message_acked_as_malform
     assert "doc:1" not in [key for key, _, _, _ in follow_ups()]  # the bad one is gone
     assert queued() == []
     assert len(logged.records) == 1
+
+
+def test_a_delivery_as_a_send_now_supersedes_its_follow_up_cannot_deadlock(
+    queue: PostgresQueue,
+) -> None:
+    enqueue_claimed(queue, "doc:1", {"v": 1}, window_seconds=60, trailing=True)
+    pending = enqueue_claimed(queue, "doc:1", {"v": 2}, window_seconds=60, trailing=True)
+    expire("doc:1")
+
+    def send_now(hold: Callable[[], None]) -> None:
+        # As trail.sql claims the free key, then drops the follow-up it supersedes.
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT FROM taskclaim.claim WHERE key = 'doc:1' FOR UPDATE")
+            hold()
+            cursor.execute("DELETE FROM taskclaim.follow_up WHERE key = 'doc:1'")
+
+    delivering: Future[int] = Future()
+    delivered: Future[Envelope | float | str | None] = Future()
+
+    def deliver() -> None:
+        try:
+            delivering.set_result(backend_pid())
+            delivered.set_result(take_follow_up("default", Envelope("doc:1", str(pending), 60, 1)))
+        except BaseException as error:
+            delivered.set_exception(error)
+        finally:
+            connections.close_all()
+
+    with hold_transaction(send_now) as held:
+        thread = threading.Thread(target=deliver)
+        thread.start()
+        until(lambda: held.holder in blocking_pids(delivering.result()))
+    thread.join()
+    assert delivered.result() is None  # superseded, not a deadlock

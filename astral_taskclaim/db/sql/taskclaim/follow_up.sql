@@ -8,13 +8,19 @@
 -- that claim ends (`wait`: deliver it then); no row when the follow-up is
 -- gone (a send now or a later follow-up superseded it: nothing to run).
 --
--- The follow-up's row is locked first and decided on as locked: a trigger
--- merging into it (merge.sql, trail.sql) concurrently either committed
--- before (its pushed-back updated_at is read here) or waits for this
--- statement (and then finds it taken: it starts the key's next follow-up).
-WITH locked AS (
+-- The follow-up's row is locked before anything is decided, and decided on
+-- as locked: a trigger merging into it (merge.sql, trail.sql) concurrently
+-- either committed before (its pushed-back updated_at is read here) or
+-- waits for this statement (and then finds it taken: it starts the key's
+-- next follow-up). The key's claim row is locked before it, the order
+-- trail.sql takes them in (claim, then follow-up), so the two cannot
+-- deadlock.
+WITH key_claim AS (
+  SELECT key FROM taskclaim.claim WHERE key = %(key)s::text FOR UPDATE
+), locked AS (
   SELECT * FROM taskclaim.follow_up
   WHERE key = %(key)s::text AND token = %(token)s::uuid
+    AND (SELECT count(*) FROM key_claim) >= 0  -- the claim's lock first
   FOR UPDATE
 ), claimed AS (
   INSERT INTO taskclaim.claim AS c (key, expires_at, token)
