@@ -25,7 +25,7 @@ from django.utils.module_loading import autodiscover_modules
 
 from astral_taskclaim.claims.async_api import aenqueue_claimed
 from astral_taskclaim.claims.claim import enqueue_claimed
-from astral_taskclaim.consumer.concurrency import limit_of
+from astral_taskclaim.consumer.concurrency import check_group, limit_of
 from astral_taskclaim.consumer.consume import Consumer
 from astral_taskclaim.consumer.deferral import nameable
 from astral_taskclaim.consumer.dispatch import QueueConsumer, naming_task, shared_with_runner
@@ -139,12 +139,14 @@ class ClaimedTask(Generic[T]):
         token, or ``None`` while a claim holds ``key``. ``window_seconds``
         defaults to the task's."""
         found = self._options(options, "enqueue")
+        check_group(self.concurrency, self.parse, task, owner=self.name)
         return enqueue_claimed(self._queue(), self.claim_key(key), task, **found)
 
     async def aenqueue(self, key: str, task: Any, **options: Unpack[EnqueueOptions]) -> str | None:
         """:meth:`enqueue` for async code: ``aenqueue_claimed(queues[self.queue],
         key, task, ...)``, which commits on its own (never in a transaction)."""
         found = self._options(options, "aenqueue")
+        check_group(self.concurrency, self.parse, task, owner=self.name)
         return await aenqueue_claimed(self._queue(), self.claim_key(key), task, **found)
 
     def claim_key(self, key: str) -> str:

@@ -29,7 +29,7 @@ import uuid
 from contextlib import nullcontext
 from typing import Any, Literal, Protocol
 
-from django.db import connections, transaction
+from django.db import DataError, connections, transaction
 
 from astral_taskclaim.claims.writing import (
     discard_broken_connection,
@@ -149,13 +149,19 @@ def _undo(queue: _DelayingSender, alias: str, key: str, token: str, outcome: str
         discard_broken_connection(connections[alias])
 
 
-def take_follow_up(alias: str, found: Envelope) -> Envelope | float | None:
+def take_follow_up(alias: str, found: Envelope) -> Envelope | float | str | None:
     """A follow-up message's delivery: the envelope to run now (its key
     claimed for it, a fresh window from now), the seconds until the claim
-    holding its key ends (deliver it again then), or ``None`` when its
-    follow-up is gone (superseded: nothing to run)."""
+    holding its key ends (deliver it again then), ``None`` when its
+    follow-up is gone (superseded: nothing to run), or why it can never run
+    (a window or debounce written by hand as NaN or infinite: the row is
+    dropped)."""
     params = {"key": found.key, "token": found.claim}
-    rows = statements.run(alias, "taskclaim/follow_up.sql", params)
+    try:
+        rows = statements.run(alias, "taskclaim/follow_up.sql", params)
+    except DataError as error:
+        statements.run(alias, "taskclaim/follow_up_drop.sql", params)
+        return f"its follow-up cannot run ({error}); dropped"
     if not rows:
         return None
     task, window, wait = rows[0]

@@ -24,6 +24,7 @@ freed meanwhile), so a slot rarely stays free while one of its group waits.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Generator, Iterable
@@ -184,6 +185,45 @@ def _free(alias: str, queue: str, slot: _Slot) -> None:
         )
 
 
+def _group_name(limit: ConcurrencyLimit, task: Any) -> str:
+    """The group of a run of ``task`` (parsed) under ``limit``; what the
+    ``concurrency_group`` function raised, or ``TypeError``/``ValueError``
+    when it gave what no slot key can hold (not a non-empty ``str``)."""
+    if isinstance(limit.group, str):
+        return limit.group
+    group = limit.group(task)
+    if not isinstance(group, str):
+        raise TypeError(f"concurrency_group returned {type(group).__name__}, not str")
+    if not group:
+        raise ValueError("concurrency_group returned an empty str")
+    validate_key(f"{SLOT_PREFIX}{group}:{limit.limit}", name="the slot key of the group")
+    return group
+
+
+def check_group(
+    limit: ConcurrencyLimit | None, parse: Callable[[Any], Any], task: Any, *, owner: str
+) -> None:
+    """``ValueError`` naming ``owner`` (a claimed task) when its
+    ``concurrency_group`` cannot tell the group of ``task``, which the
+    worker would ack unrun: refused at enqueue. A task that is not JSON or
+    does not ``parse`` is left to the enqueue and the run, which report it."""
+    if limit is None or isinstance(limit.group, str):
+        return
+    try:
+        parsed = parse(json.loads(json.dumps(task)))  # what the run parses
+    except Exception:
+        return
+    if parsed is None:
+        return
+    try:
+        _group_name(limit, parsed)
+    except Exception as error:
+        raise ValueError(
+            f"{owner}: its concurrency_group cannot tell this task's group "
+            f"({failures.describe_error(error)}); nothing was enqueued"
+        ) from error
+
+
 def _group_of(
     consumer: Any,
     limit: ConcurrencyLimit,
@@ -195,14 +235,9 @@ def _group_of(
     """The run's group, or ``None`` once the message is acked (its claim
     released) because its group cannot be told: the ``concurrency_group``
     function raised, or gave what no slot key can hold."""
-    if isinstance(limit.group, str):
-        return limit.group
     queue = summary.queue
     try:
-        group = limit.group(task)
-        if not isinstance(group, str):
-            raise TypeError(f"concurrency_group returned {type(group).__name__}, not str")
-        validate_key(f"{SLOT_PREFIX}{group}:{limit.limit}", name="the slot key of the group")
+        group = _group_name(limit, task)
     except Exception as error:
         logger.error(
             "%s task %s: its concurrency group cannot be told (%s); claim released, acked",

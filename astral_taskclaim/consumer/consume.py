@@ -124,7 +124,7 @@ class Consumer(MessageConsumer):
         entry = self.default if named is None else None
         if isinstance(named, str):
             entry = self.tasks.get(named)
-        begun = trailing.begin(self.alias, message, found, summary, entry)  # the hook then sees
+        begun = trailing.begin(self, message, found, summary, entry)  # the hook then sees
         if not isinstance(begun, Envelope):  # a follow-up's own task
             return begun  # a follow-up that waits, or was superseded
         if entry is None:

@@ -70,9 +70,17 @@ class Debounce:
     keep: Trailing = "latest"
 
     def __post_init__(self) -> None:
-        validate_number(self.seconds, name="Debounce seconds", low=0, low_open=True)
+        # Beyond MAX_SECONDS, the delivery's deadline overflows PostgreSQL's interval.
+        high = MAX_SECONDS
+        validate_number(self.seconds, name="Debounce seconds", low=0, low_open=True, high=high)
         if self.max_wait_seconds is not None:
-            validate_number(self.max_wait_seconds, name="Debounce max_wait_seconds", low=0)
+            name = "Debounce max_wait_seconds"
+            validate_number(self.max_wait_seconds, name=name, low=0, high=high)
+            if self.max_wait_seconds < self.seconds:
+                raise ValueError(
+                    f"{name} must be at least seconds ({self.seconds!r}), "
+                    f"got {self.max_wait_seconds!r}"
+                )
         if self.keep not in ("latest", "first"):
             raise ValueError(f'Debounce keep must be "latest" or "first", got {self.keep!r}')
 

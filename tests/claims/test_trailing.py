@@ -5,22 +5,28 @@ from __future__ import annotations
 
 import io
 import json
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, connections, transaction
 
 from astral_taskclaim import Debounce, aenqueue_claimed, enqueue_claimed, enqueue_claimed_many
-from astral_taskclaim.claims.trailing import Enqueued
+from astral_taskclaim.claims.trailing import Enqueued, take_follow_up
 from astral_taskclaim.consumer.consume import consume_claimed
 from astral_taskclaim.consumer.summary import ConsumeSummary
+from astral_taskclaim.core.envelope import Envelope
 from astral_taskclaim.queues.memory import MemoryQueue
 from astral_taskclaim.queues.postgres import PostgresQueue
 from astral_taskclaim.tasks import TaskRegistry
-from tests.claimkit import claims, insert_claim
+from astral_taskclaim.testing import backend_pid, hold_transaction
+from tests.claimkit import blocking_pids, claims, insert_claim, until
 from tests.claims.trailingkit import QUEUE, queued
+from tests.eventkit import EventWaiter
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
 
@@ -294,11 +300,23 @@ def test_debounce_runs_no_later_than_its_maximum_wait(queue: PostgresQueue) -> N
 
 @pytest.mark.parametrize(
     ("arguments", "culprit"),
-    [((0,), "Debounce seconds"), ((5, -1), "max_wait_seconds"), ((5, None, "last"), "keep")],
+    [
+        ((0,), "Debounce seconds"),
+        ((5, -1), "max_wait_seconds"),
+        ((5, None, "last"), "keep"),
+        ((1e11 + 1,), "Debounce seconds"),
+        ((5, 1e11 + 1), "max_wait_seconds"),
+        ((30, 29.5), "max_wait_seconds"),
+    ],
 )
 def test_a_bad_debounce_names_its_culprit(arguments: tuple[Any, ...], culprit: str) -> None:
     with pytest.raises(ValueError, match=culprit):
         Debounce(*arguments)
+
+
+def test_debounce_takes_its_limits() -> None:
+    assert Debounce(1e11, max_wait_seconds=1e11).max_wait_seconds == 1e11
+    assert Debounce(30, max_wait_seconds=30).max_wait_seconds == 30
 
 
 def test_a_follow_up_row_that_is_not_json_is_unparseable_not_a_stuck_worker(
@@ -345,3 +363,101 @@ def test_a_sent_message_whose_claim_ran_out_unretaken_runs_and_holds_its_key(
     token, left = claims()["doc:1"]
     assert token == sent
     assert 55 < left <= 60  # a window from the run's start
+
+
+def test_a_trigger_merging_as_its_follow_up_is_delivered_pushes_it_back(
+    queue: PostgresQueue,
+) -> None:
+    debounce = Debounce(30)
+    pending = enqueue_claimed(queue, "doc:1", {"v": 1}, window_seconds=60, trailing=debounce)
+    set_quiet_since("doc:1", 31)  # due: its delivery would run it now
+
+    def merge(hold: Callable[[], None]) -> None:
+        with transaction.atomic():
+            enqueue_claimed(queue, "doc:1", {"v": 2}, window_seconds=60, trailing=debounce)
+            hold()  # the merge's push back, not yet committed
+
+    delivering: Future[int] = Future()
+    delivered: Future[Envelope | float | str | None] = Future()
+
+    def deliver() -> None:
+        try:
+            delivering.set_result(backend_pid())
+            delivered.set_result(
+                take_follow_up("default", Envelope("doc:1", str(pending), 60, None))
+            )
+        finally:
+            connections.close_all()
+
+    with hold_transaction(merge) as held:
+        thread = threading.Thread(target=deliver)
+        thread.start()
+        until(lambda: held.holder in blocking_pids(delivering.result()))  # it waits for the merge
+        assert not delivered.done()
+    thread.join()
+    wait = delivered.result()
+    assert isinstance(wait, float)  # pushed back: it waits, it does not run
+    assert 25 < wait <= 30
+    assert claims() == {}
+    assert [(task, taken) for _, _, task, taken in follow_ups()] == [({"v": 2}, False)]
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("window_seconds", "NaN"), ("window_seconds", "Infinity"), ("debounce_seconds", "Infinity")],
+)
+def test_a_follow_up_that_cannot_run_is_dropped_and_its_message_acked_as_malformed(
+    queue: PostgresQueue, column: str, value: str
+) -> None:
+    trailing = Debounce(30) if column == "debounce_seconds" else "latest"
+    enqueue_claimed(queue, "doc:1", {"v": 1}, window_seconds=60, trailing=trailing)
+    enqueue_claimed(queue, "doc:1", {"v": 2}, window_seconds=60, trailing=trailing)
+    expire("doc:1")
+    with connection.cursor() as cursor:  # written by hand
+        cursor.execute(f"UPDATE taskclaim.follow_up SET {column} = %s::float8", [value])
+        cursor.execute("DELETE FROM taskclaim.message WHERE body NOT LIKE '%%followUp%%'")
+    enqueue_claimed(queue, "doc:2", {"v": 3}, window_seconds=60, trailing=trailing)
+    set_quiet_since("doc:2", 31)
+    make_visible()
+    ran: list[Any] = []
+    with EventWaiter("queue.message_malformed") as logged:
+        summary = consume(queue, ran)
+    assert ran == [{"v": 3}]  # the batch's other message still ran
+    assert (summary.malformed, summary.ok) == (1, 1)
+    assert "doc:1" not in [key for key, _, _, _ in follow_ups()]  # the bad one is gone
+    assert queued() == []
+    assert len(logged.records) == 1
+
+
+def test_a_delivery_as_a_send_now_supersedes_its_follow_up_cannot_deadlock(
+    queue: PostgresQueue,
+) -> None:
+    enqueue_claimed(queue, "doc:1", {"v": 1}, window_seconds=60, trailing=True)
+    pending = enqueue_claimed(queue, "doc:1", {"v": 2}, window_seconds=60, trailing=True)
+    expire("doc:1")
+
+    def send_now(hold: Callable[[], None]) -> None:
+        # As trail.sql claims the free key, then drops the follow-up it supersedes.
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT FROM taskclaim.claim WHERE key = 'doc:1' FOR UPDATE")
+            hold()
+            cursor.execute("DELETE FROM taskclaim.follow_up WHERE key = 'doc:1'")
+
+    delivering: Future[int] = Future()
+    delivered: Future[Envelope | float | str | None] = Future()
+
+    def deliver() -> None:
+        try:
+            delivering.set_result(backend_pid())
+            delivered.set_result(take_follow_up("default", Envelope("doc:1", str(pending), 60, 1)))
+        except BaseException as error:
+            delivered.set_exception(error)
+        finally:
+            connections.close_all()
+
+    with hold_transaction(send_now) as held:
+        thread = threading.Thread(target=deliver)
+        thread.start()
+        until(lambda: held.holder in blocking_pids(delivering.result()))
+    thread.join()
+    assert delivered.result() is None  # superseded, not a deadlock

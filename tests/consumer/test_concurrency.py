@@ -4,6 +4,7 @@ waits, not as an attempt, and a freed slot wakes it on a PostgreSQL queue."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import threading
@@ -12,6 +13,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import connection
 from django.test import override_settings
 
@@ -21,7 +25,7 @@ from astral_taskclaim.consumer.consume import Consumer
 from astral_taskclaim.consumer.summary import ConcurrencyLimit, ConsumeSummary
 from astral_taskclaim.queues import MessageBatch, queues
 from astral_taskclaim.queues.base import BaseQueue
-from astral_taskclaim.tasks import ClaimedTask, TaskRegistry
+from astral_taskclaim.tasks import ClaimedTask, TaskRegistry, registry
 from tests.claimkit import claims, insert_claim
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
@@ -234,7 +238,9 @@ def test_a_failed_run_frees_its_slot(queue: BaseQueue) -> None:
     assert not any(key.startswith("taskclaim-slot:") for key in claims())
 
 
-@pytest.mark.parametrize("group", [lambda t: t["missing"], lambda t: 42, lambda t: "a\x00b"])
+@pytest.mark.parametrize(
+    "group", [lambda t: t["missing"], lambda t: 42, lambda t: "", lambda t: "a\x00b"]
+)
 def test_a_group_that_cannot_be_told_is_unparseable(queue: BaseQueue, group: Any) -> None:
     ran: list[Any] = []
     task = limited(ran.append, concurrency_group=group)
@@ -266,3 +272,35 @@ def test_a_sync_run_left_running_past_its_time_limit_keeps_its_slot(queue: BaseQ
         assert concurrency.held_slots([claims()["file:1"][0]]) == []  # left to run out
     finally:
         done.set()
+
+
+@pytest.mark.parametrize(
+    ("group", "problem"),
+    [
+        (lambda t: t["missing"], "KeyError"),
+        (lambda t: 42, "returned int"),
+        (lambda t: "", "returned an empty str"),
+        (lambda t: "a\x00b", "NUL"),
+    ],
+)
+def test_a_group_that_cannot_be_told_is_refused_at_enqueue(
+    postgres: BaseQueue, group: Any, problem: str
+) -> None:
+    task = limited(print, concurrency_group=group, window_seconds=20)
+    with pytest.raises(ValueError, match="import") as refused:
+        task.enqueue("file:1", {"n": 1})
+    assert problem in str(refused.value)
+    with pytest.raises(ValueError, match="import"):
+        async_to_sync(task.aenqueue)("file:1", {"n": 1})
+    registry.register(task)
+    try:
+        with pytest.raises(CommandError, match="import"):
+            call_command("enqueue_claimed", QUEUE, "file:1", "--task", "{}", stdout=io.StringIO())
+    finally:
+        registry.unregister(QUEUE)
+    assert (claims(), waiting(postgres)) == ({}, [])  # nothing written
+
+
+def test_a_task_that_does_not_parse_is_left_to_its_run(postgres: BaseQueue) -> None:
+    task = limited(print, concurrency_group=lambda t: t["tenant"], parse=lambda t: None)
+    assert task.enqueue("file:1", {"n": 1}, window_seconds=20)  # the run reports it unparseable

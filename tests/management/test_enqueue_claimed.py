@@ -258,3 +258,16 @@ def test_no_progress_bar_unless_run_at_a_terminal(
     call_command("enqueue_claimed", "jobs", "--file", path, "--window", "60", **streams)
     assert streams["stdout"].getvalue() == "1 enqueued, 1 already claimed, 2 lines\n"
     assert streams["stderr"].getvalue() == ""
+
+
+def test_a_queue_the_tasks_backend_runs_is_refused_naming_it() -> None:
+    # The test settings' Django Tasks backend sends to queue "default".
+    assert "default" in registry.queues()
+    assert not registry.tasks_of("default")
+    with (
+        CaptureQueriesContext(connection) as queries,
+        pytest.raises(CommandError, match=r"queue 'default' carries the Django Tasks"),
+    ):
+        enqueue("default", "room:1", "--task", "{}", "--window", "300")
+    assert len(queries) == 0  # refused before anything is written
+    assert claims() == {}

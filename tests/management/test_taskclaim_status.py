@@ -194,3 +194,19 @@ def test_text_prints_every_section_and_each_queues_error() -> None:
     assert "down: " in problems
     assert "gone: " in problems
     assert "NonExistentQueue" in problems
+
+
+@pytest.mark.parametrize("never", ["infinity", "-infinity"])
+def test_a_message_enqueued_at_infinity_leaves_the_counts_shown(
+    jobs: PostgresQueue, never: str
+) -> None:
+    fill(jobs)
+    with connection.cursor() as cursor:  # written by hand
+        cursor.execute(
+            "UPDATE taskclaim.message SET enqueued_at = %s::timestamptz WHERE queue = %s",
+            [never, jobs.queue_name],
+        )
+    queue = json.loads(status("--json"))["queues"]["jobs"]
+    assert queue["error"] is None
+    assert (queue["ready"], queue["delayed"], queue["leased"]) == (1, 1, 1)
+    assert queue["oldest_age_seconds"] is None  # no message's age can be told

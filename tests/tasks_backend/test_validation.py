@@ -109,6 +109,27 @@ def test_the_framework_runs_the_backends_check() -> None:
     assert "astral_taskclaim.E033" in ids
 
 
+@pytest.mark.parametrize("typo", ["QUEUE", "max_retry"])
+def test_an_unknown_option_is_a_check_error_naming_it_and_the_known_ones(typo: str) -> None:
+    from django.core import checks
+
+    tasks = {
+        "default": {
+            "BACKEND": "astral_taskclaim.tasks_backend.ClaimTaskBackend",
+            "OPTIONS": {typo: "default"},
+        }
+    }
+    [check_tasks] = [
+        c for c in checks.registry.registry.get_checks() if c.__name__ == "check_tasks"
+    ]
+    with override_settings(TASKS=tasks):  # the runners are set from it: no exception
+        [message] = check_tasks()
+    assert message.id == "astral_taskclaim.E033"
+    assert message.msg == (
+        f"TASKS['default']: unknown option {typo!r}; known: max_retries, queue, queues, time_limit"
+    )
+
+
 WINDOWS_CLAIMED_TASKS_REFUSE = [0, 0.0, -1, math.nan, math.inf, True, "300", MAX_SECONDS + 1]
 
 

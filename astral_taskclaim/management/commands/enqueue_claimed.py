@@ -20,6 +20,7 @@ from django.core.management.base import CommandError, CommandParser
 
 from astral_taskclaim.claims.bulk import enqueue_claimed_many
 from astral_taskclaim.claims.claim import enqueue_claimed
+from astral_taskclaim.consumer.concurrency import check_group
 from astral_taskclaim.consumer.dispatch import naming_task
 from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, message_body
 from astral_taskclaim.core.logtext import printable
@@ -66,6 +67,8 @@ class Command(AppCommand):
     exit_status = 0
     #: The key claimed for a KEY given: in the task's ``key_namespace``, if any.
     claim_key: Callable[[str], str] = staticmethod(lambda key: key)
+    #: The claimed task the messages are for (``None``: none registered).
+    task: ClaimedTask[Any] | None = None
 
     def run_from_argv(self, argv: list[str]) -> None:
         """Runs the command as ``manage.py`` does, then exits with
@@ -106,6 +109,7 @@ class Command(AppCommand):
         default_window = options["window"]
         if default_window is None and task is not None:
             default_window = task.window_seconds
+        self.task = task
         self.claim_key = (lambda key: key) if task is None else task.claim_key
         trailing = options["trailing"] or (task.trailing if task is not None else None)
         self.trailing = None if trailing == "off" else trailing
@@ -147,9 +151,14 @@ class Command(AppCommand):
         one named, or the queue's one or default task (``None``: the queue
         has no claimed task here); the queue names the task in its bodies
         when it carries several."""
+        tasks = registry.tasks_of(alias)
+        if not tasks and alias in registry.queues():  # a runner has the queue to itself
+            raise CommandError(
+                f"queue {alias!r} carries the {registry.get(alias).name}, whose worker runs "
+                "no message of enqueue_claimed: enqueue those Tasks with Task.enqueue()"
+            )
         queue = create_queue(alias)
         check_configured(queue)  # a misconfigured queue fails here, before a key is claimed
-        tasks = registry.tasks_of(alias)
         known = ", ".join(task.name for task in tasks) or "none registered"
         if name is not None:
             task = next((t for t in tasks if t.name == name), None)
@@ -179,6 +188,8 @@ class Command(AppCommand):
             # The rules enqueue_claimed applies (more than 0 included), so
             # no line fails after earlier lines were sent.
             window = validate_window(window, name="window")
+            if (task := self.task) is not None:
+                check_group(task.concurrency, task.parse, fields["task"], owner=task.name)
             # The body a real token will make, so a too-big task fails before any send.
             check_encodes(queue, [message_body(key, PLACEHOLDER_TOKEN, window, fields["task"])])
         except (TypeError, ValueError) as error:

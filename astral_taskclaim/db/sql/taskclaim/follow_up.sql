@@ -7,13 +7,27 @@
 -- to run now; or, while another claim holds the key, the seconds until
 -- that claim ends (`wait`: deliver it then); no row when the follow-up is
 -- gone (a send now or a later follow-up superseded it: nothing to run).
-WITH claimed AS (
+--
+-- The follow-up's row is locked before anything is decided, and decided on
+-- as locked: a trigger merging into it (merge.sql, trail.sql) concurrently
+-- either committed before (its pushed-back updated_at is read here) or
+-- waits for this statement (and then finds it taken: it starts the key's
+-- next follow-up). The key's claim row is locked before it, the order
+-- trail.sql takes them in (claim, then follow-up), so the two cannot
+-- deadlock.
+WITH key_claim AS (
+  SELECT key FROM taskclaim.claim WHERE key = %(key)s::text FOR UPDATE
+), locked AS (
+  SELECT * FROM taskclaim.follow_up
+  WHERE key = %(key)s::text AND token = %(token)s::uuid
+    AND (SELECT count(*) FROM key_claim) >= 0  -- the claim's lock first
+  FOR UPDATE
+), claimed AS (
   INSERT INTO taskclaim.claim AS c (key, expires_at, token)
   SELECT f.key, statement_timestamp() + make_interval(secs => f.window_seconds), f.token
-  FROM taskclaim.follow_up AS f
-  WHERE f.key = %(key)s::text AND f.token = %(token)s::uuid
-    -- Debouncing: the key was quiet long enough, or the maximum wait passed.
-    AND (
+  FROM locked AS f
+  -- Debouncing: the key was quiet long enough, or the maximum wait passed.
+  WHERE (
       f.debounce_seconds IS NULL
       OR statement_timestamp() >= f.updated_at + make_interval(secs => f.debounce_seconds)
       OR statement_timestamp() >= f.created_at + make_interval(secs => f.max_wait_seconds)
@@ -54,5 +68,5 @@ SELECT NULL, NULL, greatest(
   ) - statement_timestamp())::double precision END,
   0
 )
-FROM taskclaim.follow_up AS f
-WHERE f.key = %(key)s::text AND f.token = %(token)s::uuid AND NOT EXISTS (SELECT FROM claimed)
+FROM locked AS f
+WHERE NOT EXISTS (SELECT FROM claimed)
