@@ -10,13 +10,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import connection
-from django.test import override_settings
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from astral_taskclaim import enqueue_claimed, enqueue_claimed_many
 from astral_taskclaim.core.validation import Trailing
-from astral_taskclaim.queues import queues
 from astral_taskclaim.queues.postgres import PostgresQueue
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
@@ -38,20 +36,14 @@ STATE: dict[str, tuple[float | None, str | None]] = {
 
 @pytest.fixture
 def queue() -> Iterator[PostgresQueue]:
-    backend = "astral_taskclaim.queues.postgres.PostgresQueue"
-    config = {QUEUE: {"BACKEND": backend, "OPTIONS": {"queue_name": QUEUE}}}
-    with override_settings(TASKCLAIM_QUEUES=config):
-        configured = queues[QUEUE]
-        assert isinstance(configured, PostgresQueue)
-        yield configured
+    yield PostgresQueue(QUEUE, options={"queue_name": QUEUE})
     _reset()
 
 
 def _reset() -> None:
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM taskclaim.message WHERE queue = %s", [QUEUE])
-        cursor.execute("DELETE FROM taskclaim.follow_up")
-        cursor.execute("DELETE FROM taskclaim.claim")
+        cursor.execute("TRUNCATE taskclaim.claim, taskclaim.follow_up")
 
 
 def _prepare() -> None:
@@ -164,3 +156,14 @@ def test_a_body_too_big_raises_before_anything_is_written(queue: PostgresQueue) 
     with pytest.raises(ValueError, match="over the"):
         enqueue_claimed_many(queue, items, window_seconds=WINDOW, trailing="first")
     assert _state([]) == {"answers": [], "claims": [], "follow_ups": [], "messages": []}
+
+
+def test_first_mode_merging_into_pending_follow_ups_writes_nothing(queue: PostgresQueue) -> None:
+    _prepare()
+    items = [("held-pending", {"n": 1}), ("held-pending", {"n": 2})]
+    with transaction.atomic():
+        made = enqueue_claimed_many(queue, items, window_seconds=WINDOW, trailing="first")
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_current_xact_id_if_assigned()")
+            assert cursor.fetchone() == (None,)  # read-only: no transaction id taken
+    assert [getattr(token, "outcome", None) for token in made] == ["merged", "merged"]

@@ -36,21 +36,29 @@ WITH item AS (
   --   with: ORDER BY item.key COLLATE "C" ON CONFLICT (key)
   --   replacing: RETURNING token::text
   --   with: RETURNING c.key
+), placed AS (
+  -- Each item, and whether this statement claimed its key: known once
+  -- every claim is written (the aggregate reads them all), so a call
+  -- locks all its claim rows before any follow-up row, each write in
+  -- bytewise key order.
+  SELECT item.*, item.key = ANY (won.keys) AS won
+  FROM item, (SELECT coalesce(array_agg(key), '{}') AS keys FROM claimed) AS won
 ), superseded AS (
-  -- A key claimed now: its follow-ups go, but a pending one the key's
+  -- A key claimed now: its follow-ups go, but a pending one that the key's
   -- next item replaces (renewed).
   DELETE FROM taskclaim.follow_up AS f
-  USING claimed JOIN item ON item.key = claimed.key AND item.nth = 1
-  WHERE f.key = claimed.key AND (item.total = 1 OR f.taken_at IS NOT NULL)
+  USING placed
+  WHERE placed.won AND placed.nth = 1 AND f.key = placed.key
+    AND (placed.total = 1 OR f.taken_at IS NOT NULL)
 ), renewed AS (
+  -- A key claimed now and triggered again: its next item creates the
+  -- key's follow-up, as a fresh one.
   INSERT INTO taskclaim.follow_up AS f
     (token, key, task, window_seconds, created_at, updated_at)
-  SELECT item.token, item.key,
-    CASE WHEN %(latest)s::boolean THEN item.last_task ELSE item.task END,
+  SELECT token, key, CASE WHEN %(latest)s::boolean THEN last_task ELSE task END,
     %(seconds)s::double precision, statement_timestamp(), statement_timestamp()
-  FROM item JOIN claimed ON claimed.key = item.key
-  WHERE item.nth = 2
-  ORDER BY item.key COLLATE "C"
+  FROM placed WHERE won AND nth = 2
+  ORDER BY key COLLATE "C"
   ON CONFLICT (key) WHERE taken_at IS NULL DO UPDATE SET
     token = EXCLUDED.token,
     task = EXCLUDED.task,
@@ -62,19 +70,18 @@ WITH item AS (
   RETURNING f.key, f.token
 ), pending AS (
   SELECT f.key, f.token FROM taskclaim.follow_up AS f
-  JOIN item ON item.key = f.key AND item.nth = 1
+  JOIN placed ON placed.key = f.key AND placed.nth = 1 AND NOT placed.won
   WHERE f.taken_at IS NULL
 ), written AS (
-  -- A key not claimed now (a claim holds it): trail.sql's follow-up write.
+  -- A key a claim holds: trail.sql's follow-up write, for its first item.
   INSERT INTO taskclaim.follow_up AS f
     (token, key, task, window_seconds, created_at, updated_at)
-  SELECT item.token, item.key,
-    CASE WHEN %(latest)s::boolean THEN item.last_task ELSE item.task END,
+  SELECT token, key, CASE WHEN %(latest)s::boolean THEN last_task ELSE task END,
     %(seconds)s::double precision, statement_timestamp(), statement_timestamp()
-  FROM item
-  WHERE item.nth = 1 AND NOT EXISTS (SELECT FROM claimed WHERE claimed.key = item.key)
-    AND (%(latest)s::boolean OR NOT EXISTS (SELECT FROM pending WHERE pending.key = item.key))
-  ORDER BY item.key COLLATE "C"
+  FROM placed
+  WHERE NOT won AND nth = 1
+    AND (%(latest)s::boolean OR NOT EXISTS (SELECT FROM pending WHERE pending.key = placed.key))
+  ORDER BY key COLLATE "C"
   ON CONFLICT (key) WHERE taken_at IS NULL DO UPDATE SET
     task = CASE WHEN %(latest)s::boolean THEN EXCLUDED.task ELSE f.task END,
     window_seconds = CASE WHEN %(latest)s::boolean
@@ -88,24 +95,21 @@ WITH item AS (
   UNION ALL
   SELECT key, token FROM written
   UNION ALL
-  SELECT p.key, p.token FROM pending AS p
-  WHERE NOT %(latest)s::boolean AND NOT EXISTS (SELECT FROM claimed WHERE claimed.key = p.key)
+  SELECT key, token FROM pending WHERE NOT %(latest)s::boolean
 ), outcome AS (
-  SELECT item.position,
-    CASE WHEN claimed.key IS NOT NULL AND item.nth = 1 THEN 'sent'
-      WHEN carrier.token = item.token THEN 'follow_up_created'
+  SELECT placed.position,
+    CASE WHEN placed.won AND placed.nth = 1 THEN 'sent'
+      WHEN carrier.token = placed.token THEN 'follow_up_created'
       ELSE 'merged' END AS outcome,
-    CASE WHEN claimed.key IS NOT NULL AND item.nth = 1 THEN item.token
+    CASE WHEN placed.won AND placed.nth = 1 THEN placed.token
       ELSE carrier.token END AS token,
-    item.sent_body, item.follow_body,
-    CASE WHEN claimed.key IS NOT NULL THEN %(seconds)s::double precision
+    placed.sent_body, placed.follow_body,
+    CASE WHEN placed.won THEN %(seconds)s::double precision
       ELSE extract(epoch FROM (
         SELECT held.expires_at - statement_timestamp() FROM taskclaim.claim AS held
-        WHERE held.key = item.key
+        WHERE held.key = placed.key
       ))::double precision END AS wait
-  FROM item
-  LEFT JOIN claimed ON claimed.key = item.key
-  LEFT JOIN carrier ON carrier.key = item.key
+  FROM placed LEFT JOIN carrier ON carrier.key = placed.key
 ), queued AS (
   INSERT INTO taskclaim.message (queue, body, visible_at)
   SELECT %(queue)s::text,
