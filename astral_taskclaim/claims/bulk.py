@@ -48,7 +48,7 @@ from astral_taskclaim.core.validation import (
     validate_window,
 )
 from astral_taskclaim.db import statements
-from astral_taskclaim.queues.base import BaseQueue, ClaimedInsert, PartlySentError, TextWriter
+from astral_taskclaim.queues.base import BaseQueue, PartlySentError, TextWriter
 
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
@@ -178,8 +178,10 @@ def enqueue_claimed_many(
     how = plan(queue, alias, function="enqueue_claimed_many", placeholders=placeholders)
     if mode is not None:
         sender = trailing_queue(queue)
-        if how.insert is not None and not isinstance(mode, Debounce):
-            return _trail_many(sender, how.insert, pairs, texts, window_seconds, mode, alias)
+        path = how.insert.trail_many if how.insert else None
+        if how.insert and path and not isinstance(mode, Debounce):
+            params = {**how.insert.params, "latest": mode == "latest"}
+            return _trail_many(sender, path, params, pairs, texts, window_seconds, alias)
         with transaction.atomic(using=alias) if how.joins else nullcontext():
             enqueue = functools.partial(
                 enqueue_trailing, window_seconds=window_seconds, alias=alias, joins=how.joins
@@ -217,16 +219,17 @@ def enqueue_claimed_many(
 
 def _trail_many(
     queue: BaseQueue,
-    insert: ClaimedInsert,
+    path: str,
+    params: dict[str, Any],
     pairs: Sequence[tuple[str, Any]],
     texts: Sequence[str],
     window_seconds: float,
-    mode: str,
     alias: str,
 ) -> list[str | None]:
-    """The trailing items in one statement (``insert.trail_many``): each
-    with a fresh token and the bodies its place may queue (a key's first
-    item: sent now or its follow-up's; its second: its follow-up's)."""
+    """The trailing items in one statement (the queue's ``trail_many``
+    ``path``, with ``params``): each with a fresh token and the bodies its
+    place may queue (a key's first item: sent now or its follow-up's; its
+    second: its follow-up's)."""
     if not pairs:
         return []
     write = trailing_writer(queue, window_seconds)
@@ -239,17 +242,16 @@ def _trail_many(
         sent.append(write(key, token, task, text, TRAILING_FIELD) if place == 1 else None)
         follow.append(write(key, token, task, text, FOLLOW_UP_FIELD) if place <= 2 else None)
     params = {
-        **insert.params,
+        **params,
         "keys": [key for key, _ in pairs],
         "tokens": tokens,
         "tasks": list(texts),
         "sent": sent,
         "follow": follow,
         "seconds": float(window_seconds),
-        "latest": mode == "latest",
         "max_delay": float(queue.max_send_delay_seconds),
     }
-    rows = run_in_savepoint(alias, insert.trail_many, params)
+    rows = run_in_savepoint(alias, path, params)
     return [Enqueued(token, outcome) for outcome, token in rows]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from django.test.utils import CaptureQueriesContext
 
 from astral_taskclaim import enqueue_claimed, enqueue_claimed_many
 from astral_taskclaim.core.validation import Trailing
+from astral_taskclaim.queues.base import ClaimedInsert
 from astral_taskclaim.queues.postgres import PostgresQueue
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_claims")]
@@ -167,3 +169,21 @@ def test_first_mode_merging_into_pending_follow_ups_writes_nothing(queue: Postgr
             cursor.execute("SELECT pg_current_xact_id_if_assigned()")
             assert cursor.fetchone() == (None,)  # read-only: no transaction id taken
     assert [getattr(token, "outcome", None) for token in made] == ["merged", "merged"]
+
+
+class ItemByItemQueue(PostgresQueue):
+    """A queue whose one-statement insert has no ``trail_many``."""
+
+    def claimed_insert(self, alias: str) -> ClaimedInsert | None:
+        insert = super().claimed_insert(alias)
+        return insert and replace(insert, trail_many=None)
+
+
+def test_an_insert_without_trail_many_goes_item_by_item(queue: PostgresQueue) -> None:
+    items = [("room", {"n": 1}), ("room", {"n": 2}), ("room", {"n": 3})]
+    one_by_one = ItemByItemQueue(QUEUE, options={"queue_name": QUEUE})
+    with CaptureQueriesContext(connection) as captured:
+        made = enqueue_claimed_many(one_by_one, items, window_seconds=WINDOW, trailing="latest")
+    assert len(captured) > 1
+    outcomes = [getattr(token, "outcome", None) for token in made]
+    assert outcomes == ["sent", "follow_up_created", "merged"]
