@@ -18,7 +18,12 @@ from typing import Any
 
 from django.db import DatabaseError, connections, transaction
 
-from astral_taskclaim.claims.trailing import enqueue_trailing, trailing_queue
+from astral_taskclaim.claims.trailing import (
+    Enqueued,
+    enqueue_trailing,
+    trailing_queue,
+    trailing_writer,
+)
 from astral_taskclaim.claims.writing import (
     discard_broken_connection,
     log_release_failure,
@@ -26,17 +31,24 @@ from astral_taskclaim.claims.writing import (
     resolve_alias,
     run_in_savepoint,
 )
-from astral_taskclaim.core.envelope import PLACEHOLDER_TOKEN, encode_json, message_body
+from astral_taskclaim.core.envelope import (
+    FOLLOW_UP_FIELD,
+    PLACEHOLDER_TOKEN,
+    TRAILING_FIELD,
+    encode_json,
+    message_body,
+)
 from astral_taskclaim.core.redaction import redacting_filter
 from astral_taskclaim.core.tracing import traced_send
 from astral_taskclaim.core.validation import (
+    Debounce,
     TrailingOption,
     validate_key,
     validate_trailing,
     validate_window,
 )
 from astral_taskclaim.db import statements
-from astral_taskclaim.queues.base import PartlySentError, TextWriter
+from astral_taskclaim.queues.base import BaseQueue, PartlySentError, TextWriter
 
 logger = logging.getLogger(__name__)
 logger.addFilter(redacting_filter)
@@ -149,7 +161,10 @@ def enqueue_claimed_many(
     ``trailing``: each item as :func:`~astral_taskclaim.claims.claim.enqueue_claimed`
     with ``trailing`` would do it, in order (one transaction where the
     queue's messages join it); each position an
-    :class:`~astral_taskclaim.claims.trailing.Enqueued`.
+    :class:`~astral_taskclaim.claims.trailing.Enqueued`. On a queue whose
+    messages live in the claims' database, ``"latest"`` and ``"first"``
+    take one statement for the whole call (a :class:`Debounce` goes item by
+    item), every body it may queue checked first.
     """
     if not callable(getattr(queue, "send_many", None)):
         raise TypeError(f"queue must have a send_many(bodies) method, got {type(queue).__name__}")
@@ -163,6 +178,10 @@ def enqueue_claimed_many(
     how = plan(queue, alias, function="enqueue_claimed_many", placeholders=placeholders)
     if mode is not None:
         sender = trailing_queue(queue)
+        path = how.insert.trail_many if how.insert else None
+        if how.insert and path and not isinstance(mode, Debounce):
+            params = {**how.insert.params, "latest": mode == "latest"}
+            return _trail_many(sender, path, params, pairs, texts, window_seconds, alias)
         with transaction.atomic(using=alias) if how.joins else nullcontext():
             enqueue = functools.partial(
                 enqueue_trailing, window_seconds=window_seconds, alias=alias, joins=how.joins
@@ -196,6 +215,44 @@ def enqueue_claimed_many(
             _release_unsent(alias, unsent + claimed[start + size :], queue)
             raise
     return _by_position(keys, tokens)
+
+
+def _trail_many(
+    queue: BaseQueue,
+    path: str,
+    params: dict[str, Any],
+    pairs: Sequence[tuple[str, Any]],
+    texts: Sequence[str],
+    window_seconds: float,
+    alias: str,
+) -> list[str | None]:
+    """The trailing items in one statement (the queue's ``trail_many``
+    ``path``, with ``params``): each with a fresh token and the bodies its
+    place may queue (a key's first item: sent now or its follow-up's; its
+    second: its follow-up's)."""
+    if not pairs:
+        return []
+    write = trailing_writer(queue, window_seconds)
+    tokens = _fresh_tokens(len(pairs))
+    nth: dict[str, int] = {}
+    sent: list[str | None] = []
+    follow: list[str | None] = []
+    for (key, task), text, token in zip(pairs, texts, tokens, strict=True):
+        place = nth[key] = nth.get(key, 0) + 1
+        sent.append(write(key, token, task, text, TRAILING_FIELD) if place == 1 else None)
+        follow.append(write(key, token, task, text, FOLLOW_UP_FIELD) if place <= 2 else None)
+    params = {
+        **params,
+        "keys": [key for key, _ in pairs],
+        "tokens": tokens,
+        "tasks": list(texts),
+        "sent": sent,
+        "follow": follow,
+        "seconds": float(window_seconds),
+        "max_delay": float(queue.max_send_delay_seconds),
+    }
+    rows = run_in_savepoint(alias, path, params)
+    return [Enqueued(token, outcome) for outcome, token in rows]
 
 
 def _statement_bodies(

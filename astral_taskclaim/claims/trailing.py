@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any, Literal, Protocol
 
@@ -41,6 +42,7 @@ from astral_taskclaim.core.envelope import (
     FOLLOW_UP_FIELD,
     TRAILING_FIELD,
     Envelope,
+    body_writer,
     message_body,
 )
 from astral_taskclaim.core.validation import Debounce, Trailing
@@ -87,6 +89,29 @@ def trailing_queue(queue: object) -> BaseQueue:
     if not isinstance(queue, BaseQueue):
         raise TypeError(f"trailing runs need a configured queue, got {type(queue).__name__}")
     return queue
+
+
+def trailing_writer(queue: BaseQueue, window_seconds: float) -> Callable[..., str]:
+    """A function writing the encoded body of ``(key, token, task,
+    task_json, field)``: what :func:`enqueue_trailing` sends, ``field``
+    (:data:`TRAILING_FIELD` or :data:`FOLLOW_UP_FIELD`) set, exactly as
+    ``queue.encode`` writes it; with the stock ``encode``, put together from
+    the task's JSON already made, its size checked as ``encode`` checks it."""
+    if type(queue).encode is not BaseQueue.encode:
+
+        def encode(key: str, token: str, task: Any, task_json: str, field: str) -> str:
+            body = {**message_body(key, token, window_seconds, task), field: True}
+            return queue.encode(body).decode("utf-8")
+
+        return encode
+    write = body_writer(window_seconds)
+
+    def fast(key: str, token: str, task: Any, task_json: str, field: str) -> str:
+        text = f'{write(key, token, task_json)[:-1]},"{field}":true}}'
+        queue.check_body_size(len(text) if text.isascii() else len(text.encode("utf-8")))
+        return text
+
+    return fast
 
 
 def enqueue_trailing(

@@ -73,12 +73,15 @@ class ClaimedInsert:
     ``params``: the statements' other parameters. ``writer(window_seconds)``
     is the :data:`TextWriter` of the bodies, exactly as the queue's
     ``encode`` writes them (:func:`json_writer` for the stock ``encode``,
-    :func:`encoding_writer` for one of the queue's own)."""
+    :func:`encoding_writer` for one of the queue's own). ``trail_many``: the
+    file for many items with trailing runs, returning each item's outcome
+    and the token carrying it, or ``None`` (such items go one by one)."""
 
     one: str
     many: str
     params: Mapping[str, Any]
     writer: Callable[[float], TextWriter]
+    trail_many: str | None = None
 
     def one_params(self, key: str, token: str, body: str, window_seconds: float) -> dict[str, Any]:
         """The parameters of :attr:`one`."""

@@ -51,6 +51,7 @@ def claimed_insert(queue: str, writer: Callable[[float], TextWriter]) -> Claimed
     return ClaimedInsert(
         one="outbox/enqueue.sql",
         many="outbox/enqueue_many.sql",
+        trail_many="outbox/trail_many.sql",
         params={"queue": queue},
         writer=writer,
     )

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from django.db import connection, transaction
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
-from astral_taskclaim import enqueue_claimed
+from astral_taskclaim import enqueue_claimed, enqueue_claimed_many
 from astral_taskclaim.claims.trailing import Enqueued
 from astral_taskclaim.consumer.consume import consume_claimed
 from astral_taskclaim.queues import queues
@@ -82,3 +83,27 @@ def test_the_outbox_writes_the_follow_up_and_its_row_in_the_callers_transaction(
         [(body, due)] = cursor.fetchall()
     assert json.loads(body)["followUp"] is True
     assert due > 3500  # the relay holds it back until the claim ends
+
+
+def test_the_outbox_takes_a_trailing_batch_in_one_statement(
+    cloudflare_outbox: CloudflareOutbox,
+) -> None:
+    queue = queues[cloudflare_outbox.alias]
+    insert_claim("doc:1", seconds=3600)
+    items = [("doc:1", {"v": 1}), ("doc:2", {"v": 2}), ("doc:1", {"v": 3})]
+    with CaptureQueriesContext(connection) as captured:
+        made = enqueue_claimed_many(queue, items, window_seconds=60, trailing="latest")
+    assert len(captured) == 1
+    outcomes = [getattr(token, "outcome", None) for token in made]
+    assert outcomes == ["follow_up_created", "sent", "merged"]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT body, extract(epoch FROM available_at - now()) FROM taskclaim.outbox "
+            "WHERE queue = %s ORDER BY id",
+            [cloudflare_outbox.alias],
+        )
+        [(later, due), (now, _)] = [(json.loads(body), due) for body, due in cursor.fetchall()]
+        cursor.execute("SELECT task FROM taskclaim.follow_up")
+        assert cursor.fetchall() == [('{"v":3}',)]
+    assert (later["followUp"], later["claim"], due > 3500) == (True, made[0], True)
+    assert (now["trailing"], now["claim"]) == (True, made[1])

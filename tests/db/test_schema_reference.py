@@ -43,6 +43,7 @@ CROSSING = {
     # kept with the claim statements it includes.
     "taskclaim/enqueue.sql": {"message"},
     "taskclaim/bulk_enqueue.sql": {"message"},
+    "taskclaim/trail_many.sql": {"message"},
     # The admin's "delete expired claims", as the service role may run it.
     "admin/delete_expired.sql": {"claim"},
     # The admin's "cancel": the runs and their keys' claims in one statement,

@@ -38,9 +38,12 @@ def test_the_outbox_statements_are_the_queue_statements_on_the_outbox_table() ->
     for queue, outbox in (
         ("taskclaim/enqueue.sql", "outbox/enqueue.sql"),
         ("taskclaim/bulk_enqueue.sql", "outbox/enqueue_many.sql"),
+        ("taskclaim/trail_many.sql", "outbox/trail_many.sql"),
     ):
         assert _body(sqlfiles.read(outbox)) == [
-            line.replace("taskclaim.message", "taskclaim.outbox")
+            line.replace("taskclaim.message", "taskclaim.outbox").replace(
+                "body, visible_at)", "body, available_at)"
+            )
             for line in _body(sqlfiles.read(queue))
         ]
         assert "-- include" not in sqlfiles.read(outbox)

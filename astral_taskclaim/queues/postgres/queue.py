@@ -91,9 +91,9 @@ class PostgresQueue(BaseQueue):
         return statements.Connector(self.database).fetch(path, params, prepare=prepare)
 
     def claimed_insert(self, alias: str) -> ClaimedInsert | None:
-        """``taskclaim/enqueue.sql`` (and ``bulk_enqueue.sql``) when this
-        queue lives in database ``alias``: claims and messages in one
-        statement, bodies as ``encode`` writes them. A subclass
+        """``taskclaim/enqueue.sql`` (``bulk_enqueue.sql``, ``trail_many.sql``)
+        when this queue lives in database ``alias``: claims and messages in
+        one statement, bodies as ``encode`` writes them. A subclass
         that overrides ``send`` or ``send_many`` has them called instead,
         after the claim."""
         kind = type(self)
@@ -103,6 +103,7 @@ class PostgresQueue(BaseQueue):
         return ClaimedInsert(
             one="taskclaim/enqueue.sql",
             many="taskclaim/bulk_enqueue.sql",
+            trail_many="taskclaim/trail_many.sql",
             params={"queue": self.queue_name},
             writer=writer_of(self),
         )

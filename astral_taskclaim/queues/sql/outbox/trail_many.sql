@@ -1,0 +1,6 @@
+-- enqueue_claimed_many(trailing="latest" or "first") on a remote queue
+-- with an outbox: the PostgreSQL queue's statement, writing each message
+-- to the outbox instead, for the relay to send when it is due.
+-- include: taskclaim/trail_many.sql
+--   replacing: INSERT INTO taskclaim.message (queue, body, visible_at)
+--   with: INSERT INTO taskclaim.outbox (queue, body, available_at)
