@@ -15,6 +15,7 @@ waited and a later claim holds the key.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from astral_taskclaim.claims.trailing import start_sent, take_follow_up
@@ -22,6 +23,7 @@ from astral_taskclaim.consumer.deferral import send_again
 from astral_taskclaim.consumer.summary import ConsumeSummary, Entry, Message, Outcome
 from astral_taskclaim.core.envelope import FOLLOW_UP_FIELD, Envelope, trailing_run
 from astral_taskclaim.core.logtext import printable
+from astral_taskclaim.queues.messages import ReceivedMessage
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +51,7 @@ def begin(
     if body.get(FOLLOW_UP_FIELD) is True:
         taken = take_follow_up(consumer.alias, found)
         if isinstance(taken, Envelope):
+            _claimed(message)
             return taken
         if isinstance(taken, str):
             malformed: Outcome = consumer.malformed(message, summary, taken)
@@ -67,6 +70,7 @@ def begin(
             summary.retry_delays.append(wait)
             return "retried"
     elif start_sent(consumer.alias, found):
+        _claimed(message)
         return found
     logger.debug(
         "%s task %s: superseded by a later claim of its key; acked unrun",
@@ -78,3 +82,9 @@ def begin(
     message.ack()
     summary.superseded += 1
     return "superseded"
+
+
+def _claimed(message: Message) -> None:
+    """Notes when the run's claim was made: its window starts no later."""
+    if isinstance(message, ReceivedMessage):
+        message.claimed_at = time.monotonic()

@@ -47,6 +47,9 @@ class ReceivedMessage:
     #: The claimed task's run it carried, for the history (:mod:`.runs`).
     run: RunRecord | None = field(default=None, init=False)
     handed_back: bool = field(default=False, init=False)
+    #: ``time.monotonic()`` once a trailing run's claim was made: its key
+    #: is held a window from no later than that (:mod:`..worker.leases`).
+    claimed_at: float | None = field(default=None, init=False)
 
     def ack(self) -> None:
         """Done with the message: the queue deletes it."""

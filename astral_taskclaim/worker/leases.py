@@ -152,13 +152,14 @@ class LeaseKeeper:
         with self._lock:
             return len(self._lost)
 
-    def end_run(self, message: ReceivedMessage, seconds: float) -> None:
-        """Once ``message``'s run ended (``seconds`` after it began) and it
-        was settled: an acked trailing run whose claim was kept frees its key
-        a window from the run's start, or now if it outlived that, and wakes
-        the key's follow-up (``taskclaim/end_run.sql``). A failure is logged
-        (``queue.claim_end_failed``); the claim then runs out as before."""
-        if message.settlement != "ack" or not trailing_run(message.body):
+    def end_run(self, message: ReceivedMessage) -> None:
+        """Once ``message``'s run ended and it was settled: an acked trailing
+        run whose claim was kept frees its key a window from when its claim
+        was made (:attr:`~.ReceivedMessage.claimed_at`), or now if it outlived
+        that, and wakes the key's follow-up (``taskclaim/end_run.sql``). A
+        failure is logged (``queue.claim_end_failed``); the claim runs out."""
+        claimed_at = message.claimed_at
+        if message.settlement != "ack" or claimed_at is None or not trailing_run(message.body):
             return  # a plain claimed task's claim holds its whole window
         _BEATS.wait_idle(self)  # a beat that saw it unsettled has written
         with self._lock:
@@ -166,7 +167,7 @@ class LeaseKeeper:
         backend, alias = self.backend, self._claims
         if found is None or alias is None:
             return
-        left, queue = float(found.window_seconds) - seconds, None
+        left, queue = float(found.window_seconds) - (time.monotonic() - claimed_at), None
         if isinstance(backend, PostgresQueue) and backend.database == alias:
             queue = backend.queue_name  # only it can bring the follow-up forward
         params = {"key": found.key, "token": found.claim, "left": left, "queue": queue}

@@ -144,7 +144,7 @@ class OneAtATime:
                 outcome = consumer.consume_one(message, summary)
                 seconds = time.monotonic() - started
                 if keeper is not None:
-                    keeper.end_run(message, seconds)
+                    keeper.end_run(message)
                 if on_run is not None:
                     on_run(task_run(queue, message, outcome, seconds))
         except worker.recoverable as error:

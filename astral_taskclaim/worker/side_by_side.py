@@ -227,7 +227,7 @@ class SideBySide:
             except StopIteration as stop:
                 seconds = time.monotonic() - item.started
                 if item.batch.keeper is not None:
-                    item.batch.keeper.end_run(message, seconds)
+                    item.batch.keeper.end_run(message)
                 if worker.on_run is not None:
                     worker.on_run(task_run(item.batch.batch.queue, message, stop.value, seconds))
             else:

@@ -4,6 +4,7 @@ the kept claim would have run out."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -48,7 +49,8 @@ def test_a_run_longer_than_its_window_frees_its_key_and_its_follow_up_is_due_now
 ) -> None:
     message, keeper = kept_run(queue)
     message.ack()
-    keeper.end_run(message, 31.0)
+    message.claimed_at = time.monotonic() - 31.0
+    keeper.end_run(message)
     queue.settle([message])
     assert claims()["doc:1"][1] <= 0
     [(body, wait)] = queued()
@@ -64,7 +66,8 @@ def test_a_run_longer_than_its_window_frees_its_key_and_its_follow_up_is_due_now
 def test_a_run_shorter_than_its_window_keeps_its_window(queue: PostgresQueue) -> None:
     message, keeper = kept_run(queue)
     message.ack()
-    keeper.end_run(message, 10.0)
+    message.claimed_at = time.monotonic() - 10.0
+    keeper.end_run(message)
     left = claims()["doc:1"][1]
     assert 15 < left <= 20
     [_, (body, wait)] = queued()
@@ -77,7 +80,8 @@ def test_a_plain_claims_window_and_another_tokens_claim_are_untouched(
 ) -> None:
     message, keeper = kept_run(queue, trailing=False)
     message.ack()
-    keeper.end_run(message, 31.0)
+    message.claimed_at = time.monotonic() - 31.0
+    keeper.end_run(message)
     assert 25 < claims()["doc:1"][1] <= 30  # at most once per window
 
     with connection.cursor() as cursor:
@@ -89,7 +93,8 @@ def test_a_plain_claims_window_and_another_tokens_claim_are_untouched(
         cursor.execute("UPDATE taskclaim.claim SET token = %s WHERE key = 'doc:1'", [other])
     before = claims()["doc:1"]
     message.ack()
-    keeper.end_run(message, 31.0)
+    message.claimed_at = time.monotonic() - 31.0
+    keeper.end_run(message)
     token, left = claims()["doc:1"]
     assert token == other
     assert before[1] - 1 < left <= before[1]
@@ -110,7 +115,8 @@ def test_a_failed_end_is_logged_and_the_run_still_settles(
     monkeypatch.setattr(leases.statements, "run", failing)
     message.ack()
     with EventWaiter("queue.claim_end_failed") as failed:
-        keeper.end_run(message, 31.0)
+        message.claimed_at = time.monotonic() - 31.0
+        keeper.end_run(message)
     assert len(failed.records) == 1
     assert "the server went away" in failed.records[0].getMessage()
     queue.settle([message])

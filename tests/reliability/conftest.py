@@ -30,11 +30,11 @@ def clean_tables() -> Iterator[None]:
     flush does not touch these unmanaged tables)."""
     connection.close_if_unusable_or_obsolete()
     with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE taskclaim.claim, taskclaim.message")
+        cursor.execute("TRUNCATE taskclaim.claim, taskclaim.message, taskclaim.follow_up")
     yield
     connection.close()  # the test may have broken or restarted it
     with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE taskclaim.claim, taskclaim.message")
+        cursor.execute("TRUNCATE taskclaim.claim, taskclaim.message, taskclaim.follow_up")
 
 
 @pytest.fixture
@@ -126,12 +126,12 @@ def service(roles: None) -> Iterator[str]:
     """Database alias ``taskclaim_service``, logged in as the service role,
     as ``TASKCLAIM_DATABASE``; empty tables around the test."""
     with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE taskclaim.claim, taskclaim.message")
+        cursor.execute("TRUNCATE taskclaim.claim, taskclaim.message, taskclaim.follow_up")
     with override_settings(TASKCLAIM_DATABASE=ALIAS):
         yield ALIAS
     connections[ALIAS].close()
     with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE taskclaim.claim, taskclaim.message")
+        cursor.execute("TRUNCATE taskclaim.claim, taskclaim.message, taskclaim.follow_up")
 
 
 @pytest.fixture

@@ -26,6 +26,9 @@ KEY = "doc:1"
 
 @pytest.fixture(autouse=True)
 def _no_follow_ups() -> Iterator[None]:
+    """No follow-up before or after (other tests' may be left behind)."""
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM taskclaim.follow_up")
     yield
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM taskclaim.follow_up")
