@@ -10,6 +10,8 @@ it stays in progress, its key busy, holding no thread, until
 Threads are started as items need them, up to ``size``: a queue of async
 tasks runs ``size`` of them on a thread or two. Each thread has its own
 database connections (Django's are per thread), closed when the pool closes.
+Lanes of ``size`` 1 start no thread: :meth:`Lanes.run_here` runs their
+items on the thread that calls it.
 """
 
 from __future__ import annotations
@@ -141,31 +143,41 @@ class Lanes(Generic[T]):
         if self._idle:
             self._idle -= 1
             self._work.notify()
-        elif not self._starting and len(self._threads) < self.size:
+        elif not self._starting and len(self._threads) < self.size and self.size > 1:
             self._starting = True
             number = len(self._threads) + 1
             thread = threading.Thread(target=self._lane, name=f"{self._name}-{number}", daemon=True)
             self._threads.append(thread)
             thread.start()
 
+    def run_here(self) -> None:
+        """Runs the items on the calling thread (lanes of ``size`` 1) until
+        none is left, waiting for a suspended one to be resumed."""
+        while (job := self._next(until_idle=True)) is not None:
+            self._step(*job)
+
     def _lane(self) -> None:
         first = True
         try:
             while (job := self._next(first=first)) is not None:
                 first = False
-                key, item = job
-                done = True
-                try:
-                    done = self._run(item) is not False
-                except BaseException:  # a lane must go on: the item's owner settles it
-                    logger.exception("a lane's item raised", extra={"event": "worker.lane_failed"})
-                finally:
-                    if done:
-                        self._done(key)
+                self._step(*job)
         finally:
             connections.close_all()
 
-    def _next(self, *, first: bool = False) -> tuple[str | None, T] | None:
+    def _step(self, key: str | None, item: T) -> None:
+        done = True
+        try:
+            done = self._run(item) is not False
+        except BaseException:  # a lane must go on: the item's owner settles it
+            logger.exception("a lane's item raised", extra={"event": "worker.lane_failed"})
+        finally:
+            if done:
+                self._done(key)
+
+    def _next(
+        self, *, first: bool = False, until_idle: bool = False
+    ) -> tuple[str | None, T] | None:
         with self._work:
             if first:
                 self._starting = False
@@ -182,7 +194,7 @@ class Lanes(Generic[T]):
                     if first and (self._resumed or self._ready):
                         self._wake()  # more waits: the next thread starts
                     return job
-                if self._closing:
+                if self._closing or (until_idle and not self._in_progress):
                     return None
                 self._idle += 1
                 self._work.wait()

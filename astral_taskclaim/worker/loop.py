@@ -8,9 +8,9 @@ call. It can be used without the command (in a thread, in tests)::
     worker = Worker("refresh", batch_size=10, burst=True)
     stats = worker.run()
 
-The loop itself is :mod:`~astral_taskclaim.worker.one_at_a_time`; with
+The loop itself is :mod:`~astral_taskclaim.worker.running`; with
 ``concurrency=N``, N messages run side by side, two of one key never at
-once (:mod:`~astral_taskclaim.worker.side_by_side`). What follows holds for both.
+once. What follows holds for every concurrency.
 
 Shutdown is two-stage (:mod:`~astral_taskclaim.worker.shutdown`). :meth:`Worker.stop`
 (what the first SIGTERM or SIGINT calls) lets the running message finish, settles the batch and
@@ -66,10 +66,9 @@ from astral_taskclaim.schedules import Scheduler
 from astral_taskclaim.tasks import registry
 from astral_taskclaim.worker.budget import MessageBudget
 from astral_taskclaim.worker.leases import LeaseKeeper, lease_length
-from astral_taskclaim.worker.one_at_a_time import OneAtATime
 from astral_taskclaim.worker.protocol import default_batch_size, stopping_on_hang
+from astral_taskclaim.worker.running import Loop
 from astral_taskclaim.worker.shutdown import DATABASE_ERRORS, Backoff, TwoStageStop
-from astral_taskclaim.worker.side_by_side import SideBySide
 
 __all__ = ["Worker"]
 
@@ -203,10 +202,7 @@ class Worker:
             )
         try:
             with event_loop_scope(), stopping_on_hang(self):  # async runs share a loop
-                if self.concurrency > 1:
-                    SideBySide(self).run()
-                else:
-                    OneAtATime(self).run()
+                Loop(self).run()
         finally:
             self.backend.close()
         # The totals go in the record's fields; the text stays apart from

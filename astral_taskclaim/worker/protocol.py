@@ -1,14 +1,13 @@
-"""Internal: what the worker's two loops (:mod:`.one_at_a_time`,
-:mod:`.side_by_side`) need of their :class:`~astral_taskclaim.worker.loop.Worker`
-(the worker module imports both), what they tell its ``on_run``, and what
-both do alike: hand messages back at once, pick a suspect, and stop when a
-sync run is left running past its time limit.
+"""Internal: what the worker's loop (:mod:`.running`) needs of its
+:class:`~astral_taskclaim.worker.loop.Worker` (the worker module imports
+it), what it tells its ``on_run``, handing messages back at once, picking
+a suspect, and stopping when a sync run is left running past its time limit.
 
 A worker that dies (a task's ``os._exit()``, SIGKILL, out of memory) leaves
 every message it had leased unsettled, and each comes back counted one more
 delivery, run or not. The PostgreSQL queue says which messages came back so
 (:attr:`~astral_taskclaim.queues.ReceivedMessage.unsettled_before`): such a
-*suspect* may be what killed its worker. Both loops run a suspect alone,
+*suspect* may be what killed its worker. The loop runs a suspect alone,
 nothing else of the queue in flight beside it, after handing the rest of
 its batch back unrun (their delivery not counted; other suspects stay
 suspects, each to run alone in turn), so a task that kills its worker uses
@@ -54,12 +53,10 @@ def task_run(queue: str, message: ReceivedMessage, outcome: Outcome, seconds: fl
 
 
 class Worker(Protocol):
-    """What of :class:`~astral_taskclaim.worker.loop.Worker` the loops use."""
+    """What of :class:`~astral_taskclaim.worker.loop.Worker` the loop uses."""
 
     queue: str
     concurrency: int
-    batch_size: int
-    max_messages: int | None
     using: str | None
     stats: WorkerStats
     stats_lock: threading.Lock

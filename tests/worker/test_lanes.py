@@ -148,3 +148,25 @@ def test_a_resumed_item_gets_a_thread_while_the_others_run_long_tasks() -> None:
             assert resumed.wait(10)  # not behind the sync tasks
         finally:
             release.set()
+
+
+def test_lanes_of_one_run_their_items_on_the_calling_thread() -> None:
+    ran: list[tuple[str, threading.Thread]] = []
+    lanes: Lanes[str] = Lanes(1, lambda item: run(item), name="test-lanes")
+
+    def run(item: str) -> bool:
+        ran.append((item, threading.current_thread()))
+        if item == "async":  # suspends: resumed from another thread
+            threading.Thread(target=lanes.resume, args=("k", "async again")).start()
+            return False
+        return True
+
+    lanes.put("k", "async")
+    lanes.put("k", "sync")  # behind the async item's key
+    lanes.put(None, "other")
+    assert ran == []  # nothing runs before the caller runs them
+    lanes.run_here()  # returns once the suspended item was resumed and ended
+    here = threading.current_thread()  # the suspended item held the one lane
+    assert ran == [("async", here), ("async again", here), ("other", here), ("sync", here)]
+    assert (lanes.threads, lanes.backlog) == (0, 0)
+    lanes.close()

@@ -90,6 +90,14 @@ def test_burst_drains_the_queue_in_batches_and_logs_each(
     assert counts == [(2, 2, 0, 0, 0), (2, 2, 0, 0, 0), (1, 1, 0, 0, 0)]
 
 
+def test_one_at_a_time_runs_on_the_receiving_thread(queue: PostgresQueue) -> None:
+    threads: list[threading.Thread] = []
+    send(queue, 1, 2, 3)
+    task = make_task(lambda t: threads.append(threading.current_thread()))
+    Worker("jobs", task=task, backend=queue, batch_size=2, wait=0, burst=True).run()
+    assert threads == [threading.current_thread()] * 3
+
+
 @override_settings(TASKCLAIM_DELAY_SCALE=1.0)
 def test_failures_retry_with_backoff_then_give_up(queue: PostgresQueue) -> None:
     def fail(task: Any) -> None:

@@ -1,21 +1,23 @@
-"""Internal: a worker's run with ``concurrency`` above 1: messages side by side.
+"""Internal: a worker's run, its messages one at a time or side by side.
 
-:class:`SideBySide` is the loop of a :class:`~astral_taskclaim.worker.loop.Worker`
-whose ``concurrency`` is N > 1. It receives a batch whenever no more than N
-received messages wait to start, so the N threads (:class:`~astral_taskclaim.worker.lanes.Lanes`)
-always have the next message at hand, and puts each message in a lane; two
-messages of one key never run at once. Every message goes through the
-task consumer's ``consume_one``, as in the one-at-a-time loop, between two
-``close_old_connections()`` calls (what Django does around a request: a
+:class:`Loop` is the loop of a :class:`~astral_taskclaim.worker.loop.Worker`
+at every ``concurrency`` N. It puts each message of a batch in a lane
+(:class:`~astral_taskclaim.worker.lanes.Lanes`); two messages of one key
+never run at once. With N = 1 the receiving thread runs each batch itself,
+in order, fewest deliveries first, before it receives the next; with N > 1
+it receives a batch whenever no more than N received messages wait to
+start, so the N threads always have the next message at hand. Every message goes through the
+task consumer's ``consume_one`` (as :data:`~astral_taskclaim.consumer.summary.Steps`);
+``close_old_connections()`` runs before and after each message on a lane's
+thread, after each batch with N = 1 (what Django does around a request: a
 connection that failed, or is older than ``CONN_MAX_AGE``, is closed, and
 one kept is health-checked on reuse when ``CONN_HEALTH_CHECKS`` is on).
 
 An ``async def`` task is handed to the process's event loop and holds no
-thread while it awaits: the message's consumer runs as
-:data:`~astral_taskclaim.consumer.summary.Steps`, its lane goes on with
-other messages, and the rest of the message (claim write, history) runs on
-a lane when the task ends. So ``concurrency`` counts messages in flight,
-running or awaited, and threads start only as sync work needs them.
+thread while it awaits: its lane goes on with other messages, and the rest
+of the message (claim write, history) runs on a lane when the task ends.
+So ``concurrency`` counts messages in flight, running or awaited, and
+threads start only as sync work needs them.
 
 Each batch keeps its leases (one :class:`~astral_taskclaim.worker.leases.LeaseKeeper`
 while any of its messages is leased) and is settled once, by the thread
@@ -25,8 +27,9 @@ A drained queue (``burst``) or ``max_messages`` ends the receiving, and
 the messages received still run. The first stop request lets the running
 messages finish; the messages not started go back to the queue at once (settled as retries without a
 delay, their leases no longer extended), then each batch is settled as its
-last running message ends. A database error in a lane hands its message
-back and makes the receiving loop reconnect with the worker's backoff.
+last running message ends. A database error hands its message back (with
+N = 1 the rest of its batch too) and makes the receiving loop reconnect
+with the worker's backoff.
 """
 
 from __future__ import annotations
@@ -38,11 +41,13 @@ import time
 from collections import defaultdict
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from django.db import close_old_connections
 
 from astral_taskclaim.consumer.event_loop import submit
 from astral_taskclaim.consumer.summary import ConsumeSummary, MessageConsumer, Steps
+from astral_taskclaim.core.logtext import printable
 from astral_taskclaim.db.connections import close_connections
 from astral_taskclaim.queues import MessageBatch, ReceivedMessage
 from astral_taskclaim.worker.lanes import POLL_SECONDS, Lanes
@@ -85,8 +90,8 @@ class _Item:
     error: BaseException | None = None
 
 
-class SideBySide:
-    """Runs ``worker`` with its ``concurrency`` threads until it stops."""
+class Loop:
+    """Runs ``worker`` with its ``concurrency`` lanes until it stops."""
 
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
@@ -100,14 +105,20 @@ class SideBySide:
         self.lanes: Lanes[_Item] = Lanes(
             worker.concurrency, self._run_one, name=f"taskclaim-{worker.queue}"
         )
+        self._here = worker.concurrency == 1
+        self._ended = threading.Event()
 
     def run(self) -> None:
         """Receives and runs until stopped, drained or ``max_messages``."""
         worker = self.worker
         stopping = worker.stopper
+        watcher = threading.Thread(target=self._watch, name=f"taskclaim-{worker.queue}-stop")
+        if self._here:  # the receiving thread runs the messages: another hands back
+            watcher.start()
         try:
             while not stopping.requested:
-                self.lanes.wait_for_room(worker.concurrency, lambda: stopping.requested)
+                if not self._here:
+                    self.lanes.wait_for_room(worker.concurrency, lambda: stopping.requested)
                 if stopping.requested:
                     break
                 error, self._error = self._error, None
@@ -117,18 +128,39 @@ class SideBySide:
                 batch = worker._receive()
                 if batch is None:
                     break
+                # Fewest deliveries first (stable): a message brought back by
+                # its own crashes runs after the rest.
+                batch.messages.sort(key=attrgetter("attempts"))
                 suspect = suspect_of(batch.messages)
                 if suspect is None:
                     self._start(batch)
                 else:
                     self._alone(batch, suspect)
+                if self._here:
+                    self.lanes.run_here()
+                    close_old_connections()
         except BaseException:
             stopping.request()  # the loop failed: nothing more starts
             raise
         finally:
             self._drain()
+            self._ended.set()
+            if self._here:
+                watcher.join()
         if self._fatal is not None:
             raise self._fatal
+
+    def _watch(self) -> None:
+        """On the first stop, hands back at once the messages not started,
+        while the receiving thread ends the running one."""
+        stopper = self.worker.stopper
+        while not stopper.wait(POLL_SECONDS):
+            if self._ended.is_set():
+                return
+        try:
+            self._hand_back(self.lanes.take_unstarted())
+        finally:
+            close_connections()  # this thread's
 
     def _drain(self) -> None:
         """Waits for every batch to be settled; once a stop is requested,
@@ -136,6 +168,8 @@ class SideBySide:
         while True:
             if self.worker.stopper.requested:
                 self._hand_back(self.lanes.take_unstarted())
+            if self._here:  # what a failure left in progress (resumed, handed back)
+                self.lanes.run_here()
             with self._lock:
                 if not self._open:
                     break
@@ -159,6 +193,8 @@ class SideBySide:
             self._wait_idle()
 
     def _wait_idle(self) -> None:
+        if self._here:
+            self.lanes.run_here()
         with self._lock:
             while self._open and not self.worker.stopper.requested:
                 self._lock.wait(POLL_SECONDS)
@@ -194,7 +230,8 @@ class SideBySide:
         track, message, worker = item.batch, item.message, self.worker
         summary = ConsumeSummary(queue=track.summary.queue)
         lost = track.keeper is not None and track.keeper.lost(message)
-        if lost or worker.stopper.requested:
+        # One lane: a database error hands back the rest of the batch too.
+        if lost or worker.stopper.requested or (self._here and self._error is not None):
             try:
                 if not lost:  # lost: its new delivery runs it
                     message.hand_back()
@@ -216,7 +253,8 @@ class SideBySide:
         worker, message, summary = self.worker, item.message, item.summary
         assert summary is not None
         done = True
-        close_old_connections()
+        if not self._here:
+            close_old_connections()
         try:
             if item.steps is None:
                 item.steps = item.batch.consumer.steps(message, summary)
@@ -238,7 +276,7 @@ class SideBySide:
             close_connections()
             # Even when acked: what failed may be the run's own bookkeeping
             # after it (a Django Task's result write), which the delivery
-            # again redoes; the one-at-a-time loop hands it back too.
+            # again redoes.
             message.hand_back()
             summary.returned += 1
         except BaseException as error:
@@ -246,7 +284,8 @@ class SideBySide:
             worker.stop()
             self._give_back(message, summary)
         finally:
-            close_old_connections()
+            if not self._here:
+                close_old_connections()
             if done:
                 self._done(item.batch, summary, lost=False, count=1)
         return done
@@ -278,7 +317,7 @@ class SideBySide:
         if items:
             logger.info(
                 "%s: handed back %d messages not started",
-                *(self.worker.queue, len(items)),
+                *(printable(self.worker.queue), len(items)),
                 extra={"event": "worker.handed_back", "queue": self.worker.queue},
             )
 
