@@ -81,7 +81,10 @@ class Lanes(Generic[T]):
 
     def put(self, key: str | None, item: T) -> None:
         """Queues ``item``; behind the item of ``key`` under way, if any
-        (``None``: no key, never waits)."""
+        (``None``: no key, never waits). Lanes of ``size`` 1 run one item at
+        a time, in the order put: no key waits there."""
+        if self.size == 1:
+            key = None
         with self._work:
             if key is not None and key in self._busy:
                 self._blocked.setdefault(key, deque()).append(item)

@@ -162,11 +162,12 @@ def test_lanes_of_one_run_their_items_on_the_calling_thread() -> None:
         return True
 
     lanes.put("k", "async")
-    lanes.put("k", "sync")  # behind the async item's key
+    lanes.put("k", "sync")  # the async item's key again
     lanes.put(None, "other")
     assert ran == []  # nothing runs before the caller runs them
     lanes.run_here()  # returns once the suspended item was resumed and ended
-    here = threading.current_thread()  # the suspended item held the one lane
-    assert ran == [("async", here), ("async again", here), ("other", here), ("sync", here)]
+    here = threading.current_thread()  # the suspended item held the one lane;
+    # then the rest in the order put, a repeated key included (first in, first run)
+    assert ran == [("async", here), ("async again", here), ("sync", here), ("other", here)]
     assert (lanes.threads, lanes.backlog) == (0, 0)
     lanes.close()
